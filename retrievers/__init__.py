@@ -1,0 +1,40 @@
+"""retrievers: the production retrieval library behind viking_eval.
+
+Import what a service needs from here; nothing in this package imports hydra, omegaconf, pandas
+or viking_eval (a test enforces it), and sentence-transformers/torch load only when a model does.
+"""
+
+from retrievers.baselines import BM25Retriever, DenseRetriever
+from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
+from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.store import BM25Config, ContextStore, StoreConfig
+from retrievers.types import (
+    ContextNode,
+    Document,
+    Edge,
+    EdgeContext,
+    Embedder,
+    Reranker,
+    RetrievalResult,
+    Retriever,
+)
+
+__all__ = [
+    "BM25Config",
+    "BM25Index",
+    "BM25Retriever",
+    "ContextNode",
+    "ContextStore",
+    "DenseRetriever",
+    "Document",
+    "Edge",
+    "EdgeContext",
+    "Embedder",
+    "ExactVectorIndex",
+    "Reranker",
+    "RetrievalResult",
+    "Retriever",
+    "SentenceTransformerEmbedder",
+    "StoreConfig",
+    "TfidfEmbedder",
+]

@@ -1,0 +1,98 @@
+"""Flat baselines: BM25 and exact dense retrieval over a ContextStore.
+
+Each retriever class names its parameter dataclass in ``Params``; the parameters are validated
+there (``__post_init__``), so a harness can check a configuration before any store is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrievers.store import ContextStore
+from retrievers.types import Embedder, RetrievalResult
+
+
+def check_top_k(top_k: int) -> None:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+
+
+def check_query(query: str) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"query must be a non-empty string, got {query!r}")
+
+
+def results_from_rows(store: ContextStore, scores: np.ndarray, rows: np.ndarray) -> list[RetrievalResult]:
+    """Turn (scores, rows), already ordered by (score desc, row asc), into results."""
+    doc_ids = store.doc_ids
+    return [RetrievalResult(doc_id=doc_ids[row], score=float(score)) for score, row in zip(scores, rows, strict=True)]
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """BM25 has no query-time parameters: k1, b and the tokenizer are store settings."""
+
+
+class BM25Retriever:
+    """Lexical retrieval with the store's BM25 index (OR semantics over query terms; documents
+    matching no query term are not returned)."""
+
+    Params = BM25Params
+
+    def __init__(self, store: ContextStore, embedder: Embedder | None = None) -> None:
+        self.store = store
+        self.params = BM25Params()
+
+    def retrieve(self, query: str, top_k: int = 10) -> list[RetrievalResult]:
+        return self.retrieve_batch([query], top_k)[0]
+
+    def retrieve_batch(self, queries: Sequence[str], top_k: int = 10) -> list[list[RetrievalResult]]:
+        check_top_k(top_k)
+        for query in queries:
+            check_query(query)
+        hits = self.store.bm25.search(list(queries), top_k)
+        return [results_from_rows(self.store, scores, rows) for scores, rows in hits]
+
+
+@dataclass(frozen=True)
+class DenseParams:
+    """``query_batch_size``: queries encoded per call in ``retrieve_batch`` (1..65536)."""
+
+    query_batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.query_batch_size <= 65536:
+            raise ValueError(f"query_batch_size must be in [1, 65536], got {self.query_batch_size}")
+
+
+class DenseRetriever:
+    """Exact inner-product search over the store's L2-normalised document embeddings (cosine)."""
+
+    Params = DenseParams
+
+    def __init__(self, store: ContextStore, embedder: Embedder, *, query_batch_size: int = 256) -> None:
+        self.params = DenseParams(query_batch_size=query_batch_size)
+        if embedder.name != store.embedder_name:
+            raise ValueError(
+                f"embedder {embedder.name!r} is not the one the store was built with ({store.embedder_name!r})"
+            )
+        self.store = store
+        self.embedder = embedder
+
+    def retrieve(self, query: str, top_k: int = 10) -> list[RetrievalResult]:
+        return self.retrieve_batch([query], top_k)[0]
+
+    def retrieve_batch(self, queries: Sequence[str], top_k: int = 10) -> list[list[RetrievalResult]]:
+        check_top_k(top_k)
+        for query in queries:
+            check_query(query)
+        results: list[list[RetrievalResult]] = []
+        size = self.params.query_batch_size
+        for start in range(0, len(queries), size):
+            vectors = self.embedder.encode(list(queries[start : start + size]), kind="query")
+            for scores, rows in self.store.vectors.search(vectors, top_k):
+                results.append(results_from_rows(self.store, scores, rows))
+        return results

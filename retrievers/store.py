@@ -1,0 +1,182 @@
+"""ContextStore: the built, immutable artifact every retriever reads.
+
+Built once from a corpus, an embedder and store settings; saved to a folder of ``.npy``, JSON and
+bm25s files (never pickle); loaded with ``mmap``. Retrievers are cheap objects over a store, so a
+sweep over query-time parameters builds one store and many retrievers.
+
+Documents are kept sorted by id: row ``i`` of every matrix and index is ``documents[i]``, so
+breaking score ties by the lower row index is breaking them by doc id, as the ranking rule asks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.types import Document, Embedder
+
+STORE_FORMAT = 1
+
+
+def _reject_unknown(cls: type, values: Mapping[str, Any], where: str) -> None:
+    allowed = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise ValueError(f"unknown {where} key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+@dataclass(frozen=True)
+class BM25Config:
+    """BM25 index settings. Defaults are Pyserini's BEIR "flat" settings (k1=0.9, b=0.4, Lucene
+    idf) with an English stopword list and Snowball stemming."""
+
+    k1: float = 0.9
+    b: float = 0.4
+    method: str = "lucene"
+    stopwords: str | None = "en"
+    stemmer: str | None = "english"
+
+    def __post_init__(self) -> None:
+        if not self.k1 > 0:
+            raise ValueError(f"bm25.k1 must be > 0, got {self.k1}")
+        if not 0.0 <= self.b <= 1.0:
+            raise ValueError(f"bm25.b must be in [0, 1], got {self.b}")
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """How a corpus is indexed. Changing any of it rebuilds the store (once)."""
+
+    bm25: BM25Config = field(default_factory=BM25Config)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None) -> StoreConfig:
+        values = dict(values or {})
+        _reject_unknown(cls, values, "store")
+        bm25 = dict(values.get("bm25") or {})
+        _reject_unknown(BM25Config, bm25, "store.bm25")
+        return cls(bm25=BM25Config(**bm25))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ContextStore:
+    """Documents, their embeddings (one float32 matrix, rows = documents) and a BM25 index."""
+
+    def __init__(
+        self,
+        documents: list[Document],
+        embeddings: np.ndarray,
+        bm25: BM25Index,
+        *,
+        embedder_name: str,
+        config: StoreConfig,
+        build_seconds: Mapping[str, float] | None = None,
+    ) -> None:
+        if embeddings.ndim != 2 or embeddings.shape[0] != len(documents):
+            raise ValueError(f"embeddings shape {embeddings.shape} does not match {len(documents)} documents")
+        if bm25.size != len(documents):
+            raise ValueError(f"BM25 index has {bm25.size} documents, store has {len(documents)}")
+        self.documents = documents
+        self.doc_ids = [doc.id for doc in documents]
+        if any(a >= b for a, b in zip(self.doc_ids, self.doc_ids[1:], strict=False)):
+            raise ValueError("store documents must be sorted by id without duplicates")
+        self.row_of = {doc_id: row for row, doc_id in enumerate(self.doc_ids)}
+        self.embeddings = embeddings
+        self.vectors = ExactVectorIndex(embeddings)
+        self.bm25 = bm25
+        self.embedder_name = embedder_name
+        self.config = config
+        self.build_seconds = dict(build_seconds or {})
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    @classmethod
+    def build(
+        cls,
+        documents: Iterable[Document],
+        embedder: Embedder,
+        config: StoreConfig | None = None,
+        *,
+        show_progress: bool = False,
+    ) -> ContextStore:
+        """Embed and index ``documents`` (title and text joined as BEIR does)."""
+        config = config or StoreConfig()
+        ordered = sorted(documents, key=lambda doc: doc.id)
+        if not ordered:
+            raise ValueError("cannot build a store from an empty corpus")
+        for previous, current in zip(ordered, ordered[1:], strict=False):
+            if previous.id == current.id:
+                raise ValueError(f"duplicate document id {current.id!r}")
+        texts = [doc.full_text for doc in ordered]
+        seconds: dict[str, float] = {}
+        start = time.perf_counter()
+        embeddings = np.ascontiguousarray(embedder.encode(texts, kind="document"), dtype=np.float32)
+        seconds["embed"] = time.perf_counter() - start
+        start = time.perf_counter()
+        bm25 = BM25Index.build(
+            texts,
+            k1=config.bm25.k1,
+            b=config.bm25.b,
+            method=config.bm25.method,
+            stopwords=config.bm25.stopwords,
+            stemmer=config.bm25.stemmer,
+            show_progress=show_progress,
+        )
+        seconds["bm25"] = time.perf_counter() - start
+        return cls(ordered, embeddings, bm25, embedder_name=embedder.name, config=config, build_seconds=seconds)
+
+    def save(self, folder: Path) -> None:
+        """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files."""
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": STORE_FORMAT,
+            "embedder_name": self.embedder_name,
+            "n_documents": len(self.documents),
+            "dim": self.dim,
+            "config": self.config.to_dict(),
+            "build_seconds": self.build_seconds,
+        }
+        (folder / "store.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        with open(folder / "documents.jsonl", "w", encoding="utf-8") as handle:
+            for doc in self.documents:
+                record = {"_id": doc.id, "title": doc.title, "text": doc.text, "metadata": dict(doc.metadata)}
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        np.save(folder / "embeddings.npy", np.ascontiguousarray(self.embeddings), allow_pickle=False)
+        self.bm25.save(folder / "bm25")
+
+    @classmethod
+    def load(cls, folder: Path, *, mmap: bool = True) -> ContextStore:
+        meta = json.loads((folder / "store.json").read_text(encoding="utf-8"))
+        if meta.get("format") != STORE_FORMAT:
+            raise ValueError(f"{folder}: store format {meta.get('format')} is not {STORE_FORMAT}; rebuild it")
+        documents = []
+        with open(folder / "documents.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                documents.append(
+                    Document(id=record["_id"], text=record["text"], title=record["title"], metadata=record["metadata"])
+                )
+        embeddings = np.load(folder / "embeddings.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        bm25 = BM25Index.load(folder / "bm25", mmap=mmap)
+        return cls(
+            documents,
+            embeddings,
+            bm25,
+            embedder_name=meta["embedder_name"],
+            config=StoreConfig.from_dict(meta["config"]),
+            build_seconds=meta.get("build_seconds"),
+        )

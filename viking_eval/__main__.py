@@ -1,0 +1,37 @@
+"""``python -m viking_eval experiment=...``: compose the config, validate it, run, print the summary."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from viking_eval.report import summary_table
+from viking_eval.runner import run_experiment
+from viking_eval.settings import ConfigError, load_settings
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+log = logging.getLogger("viking_eval")
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+def main(cfg: DictConfig) -> dict[str, dict[str, float]]:
+    try:
+        settings = load_settings(cfg)
+    except ConfigError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        sys.exit(2)
+    output_dir = Path(HydraConfig.get().runtime.output_dir)
+    summary = run_experiment(settings, output_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+    print(f"\n{settings.name}: {summary.dataset} ({summary.split}), {summary.results[0].n_queries} queries")
+    print(summary_table(summary, settings, fmt="simple"))
+    print(f"\nreport: {output_dir}/report.md")
+    return summary.metrics()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Effectiveness metrics through ir-measures (trec_eval's definitions, via pytrec_eval).
+
+Metric names are strings in the config, parsed by ir-measures (``nDCG@10``, ``R@100``, ``RR@10``,
+``AP@100``, ``P@5``, ``Judged@10``). A few common spellings are accepted as aliases
+(``Recall@k`` -> ``R@k``, ``MRR@k`` -> ``RR@k``, ``MAP@k`` -> ``AP@k``); results are keyed by the
+name as the config wrote it.
+
+Ties: trec_eval orders tied scores by doc id *descending*, other tools differently. Before any
+metric is computed, each query's run is sorted by (score desc, doc id asc) and the scores are
+replaced by rank-derived values, so every tool sees the same order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import ir_measures
+
+Run = Mapping[str, Mapping[str, float]]
+Qrels = Mapping[str, Mapping[str, int]]
+
+_ALIASES = [
+    (re.compile(r"^(?:Recall|recall)(@\d+)?$"), "R"),
+    (re.compile(r"^(?:MRR|mrr)(@\d+)?$"), "RR"),
+    (re.compile(r"^(?:MAP|map)(@\d+)?$"), "AP"),
+    (re.compile(r"^(?:NDCG|ndcg)(@\d+)?$"), "nDCG"),
+]
+
+EXAMPLE_METRICS = "nDCG@10, R@100, RR@10, AP@100, P@5, Judged@10 (aliases: Recall@k, MRR@k, MAP@k)"
+
+
+class MetricError(ValueError):
+    """An unknown or malformed metric name."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # as written in the config; the key in every output
+    measure: ir_measures.measures.Measure
+
+
+def parse_metric(name: str) -> Metric:
+    """Parse one metric name; raise MetricError naming the bad value and the accepted forms."""
+    text = name.strip()
+    for pattern, canonical in _ALIASES:
+        found = pattern.match(text)
+        if found:
+            text = canonical + (found.group(1) or "")
+            break
+    try:
+        measure = ir_measures.parse_measure(text)
+    except (NameError, ValueError, TypeError, SyntaxError) as error:
+        raise MetricError(f"unknown metric {name!r} ({error}); use names such as {EXAMPLE_METRICS}") from None
+    return Metric(name=name, measure=measure)
+
+
+def parse_metrics(names: Sequence[str]) -> list[Metric]:
+    if not names:
+        raise MetricError(f"no metrics configured; give a list such as [{EXAMPLE_METRICS}]")
+    metrics = [parse_metric(name) for name in names]
+    seen: set[str] = set()
+    for metric in metrics:
+        if metric.name in seen:
+            raise MetricError(f"metric {metric.name!r} is listed twice")
+        seen.add(metric.name)
+    return metrics
+
+
+def canonical_run(run: Run, *, ignore_identical_ids: bool = False) -> dict[str, dict[str, float]]:
+    """Order each query's documents by (score desc, doc id asc) and replace the scores by
+    ``n - rank`` so that tie-breaking no longer depends on the evaluation tool.
+
+    With ``ignore_identical_ids`` a document whose id equals the query id is removed first
+    (BEIR does this for corpora where queries are also documents, e.g. ArguAna, Quora)."""
+    ranked: dict[str, dict[str, float]] = {}
+    for query_id, doc_scores in run.items():
+        items = [(doc_id, score) for doc_id, score in doc_scores.items()]
+        if ignore_identical_ids:
+            items = [(doc_id, score) for doc_id, score in items if doc_id != query_id]
+        for doc_id, score in items:
+            if not math.isfinite(score):
+                raise ValueError(f"run score for query {query_id!r}, doc {doc_id!r} is not finite: {score}")
+        items.sort(key=lambda pair: (-pair[1], pair[0]))
+        count = len(items)
+        ranked[query_id] = {doc_id: float(count - rank) for rank, (doc_id, _) in enumerate(items)}
+    return ranked
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-query values and means over the judged queries."""
+
+    aggregate: dict[str, float]  # metric name -> mean over judged queries
+    per_query: dict[str, dict[str, float]]  # metric name -> query id -> value
+    n_queries: int  # judged queries evaluated (queries absent from the run count as 0)
+    n_queries_without_results: int
+
+
+def evaluate(
+    run: Run,
+    qrels: Qrels,
+    metrics: Sequence[Metric],
+    *,
+    ignore_identical_ids: bool = False,
+) -> Evaluation:
+    """Evaluate ``run`` against ``qrels`` on every judged query.
+
+    Only queries in ``qrels`` count; a judged query with no retrieved documents scores 0 on every
+    metric (pytrec_eval alone would silently skip it and inflate the mean)."""
+    judged = sorted(qrels)
+    ranked = canonical_run({qid: run.get(qid, {}) for qid in judged}, ignore_identical_ids=ignore_identical_ids)
+    per_query: dict[str, dict[str, float]] = {metric.name: dict.fromkeys(judged, 0.0) for metric in metrics}
+    by_measure = {metric.measure: metric.name for metric in metrics}
+    non_empty = {qid: docs for qid, docs in ranked.items() if docs}
+    qrels_plain = {qid: dict(qrels[qid]) for qid in judged}
+    if non_empty:
+        for value in ir_measures.iter_calc(list(by_measure), qrels_plain, non_empty):
+            per_query[by_measure[value.measure]][value.query_id] = float(value.value)
+    aggregate = {
+        name: (math.fsum(values.values()) / len(values) if values else 0.0) for name, values in per_query.items()
+    }
+    return Evaluation(
+        aggregate=aggregate,
+        per_query=per_query,
+        n_queries=len(judged),
+        n_queries_without_results=len(judged) - len(non_empty),
+    )

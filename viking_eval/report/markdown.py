@@ -1,0 +1,91 @@
+"""The summary table printed at the end of a run, and report.md."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from tabulate import tabulate
+
+if TYPE_CHECKING:
+    from viking_eval.runner import RunSummary
+    from viking_eval.settings import Settings
+
+
+def _latency(result: Any, key: str) -> str:
+    value = (result.latency or {}).get(key)
+    return "-" if value is None else f"{value:.1f}" if key == "qps" else f"{value:.2f}"
+
+
+def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github") -> str:
+    """One row per retriever: every metric (4 decimals), p50/p95 latency in ms, QPS."""
+    metric_names = [metric.name for metric in settings.metrics]
+    header = ["retriever", *metric_names, "p50 ms", "p95 ms", "QPS"]
+    rows = [
+        [
+            result.name,
+            *(f"{result.metrics[name]:.4f}" for name in metric_names),
+            _latency(result, "p50_ms"),
+            _latency(result, "p95_ms"),
+            _latency(result, "qps"),
+        ]
+        for result in summary.results
+    ]
+    return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)
+
+
+def report_markdown(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> str:
+    n_queries = summary.results[0].n_queries if summary.results else 0
+    issues = summary.data_issues
+    lines = [
+        f"# {settings.name}: {summary.dataset} ({summary.split})",
+        "",
+        f"{n_queries} judged queries evaluated; {issues.get('unjudged_queries', 0)} queries without judgments "
+        f"in this split were excluded. Run depth top_k = {settings.run.top_k}. Latency: one query at a time "
+        f"on {settings.run.latency.n_queries} sampled queries after {settings.run.latency.warmup} warm-up queries.",
+        "",
+        summary_table(summary, settings),
+        "",
+        "## Latency split (ms)",
+        "",
+    ]
+    rows = []
+    for result in summary.results:
+        latency = result.latency or {}
+        rows.append(
+            [
+                result.name,
+                *(
+                    f"{latency[key]:.2f}" if key in latency else "-"
+                    for key in ("encode_p50_ms", "search_p50_ms", "search_p95_ms", "p99_ms")
+                ),
+                f"{latency['batch_qps']:.1f}" if "batch_qps" in latency else "-",
+            ]
+        )
+    lines.append(
+        tabulate(
+            rows,
+            headers=["retriever", "encode p50", "search p50", "search p95", "total p99", "batch QPS"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
+    lines += [
+        "",
+        "## Data",
+        "",
+        *(f"- {key.replace('_', ' ')}: {value}" for key, value in issues.items()),
+        "",
+        "## Store",
+        "",
+        f"- embedder: `{environment.get('embedder')}`",
+        f"- store key: `{environment.get('store_key')}`",
+        f"- built in this run: {environment.get('store_built_now')}; build seconds: "
+        f"{json.dumps(environment.get('store_build_seconds'))}",
+        f"- peak RSS: {environment.get('peak_rss_mb')} MB",
+        "",
+        "Files: `metrics.json`, `metrics.csv`, `per_query.csv`, `latency.json`, `runs/*.trec`, "
+        "`environment.json`, `config.yaml`.",
+        "",
+    ]
+    return "\n".join(lines)

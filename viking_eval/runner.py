@@ -1,0 +1,280 @@
+"""One evaluation run: dataset -> cached ContextStore -> retrievers -> run files, metrics, latency.
+
+Data flow (DESIGN.md section 4)::
+
+    settings -> load_dataset -> embedder (fit if it must be) -> ContextStore (content-addressed cache)
+      -> for each retriever: retrieve_batch over all judged queries -> runs/<name>.trec
+                             -> metrics (ir-measures) -> latency (one query at a time)
+                             -> results/<name>.json   (the marker that this retriever is finished)
+      -> metrics.json, metrics.csv, per_query.csv, latency.json, environment.json, report.md
+
+Resuming: a retriever whose ``results/<name>.json`` exists with the same specification key is not
+run again; the store is then not even loaded unless some retriever still has work to do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import get_class, instantiate
+from tqdm.auto import tqdm
+
+from retrievers.store import ContextStore
+from retrievers.types import Embedder, RetrievalResult, Retriever
+from viking_eval import io
+from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key
+from viking_eval.data import BeirDataset, load_dataset
+from viking_eval.environment import collect_environment, peak_rss_mb
+from viking_eval.latency import measure_latency
+from viking_eval.metrics import evaluate
+from viking_eval.report import write_outputs
+from viking_eval.settings import RetrieverSpec, Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetrieverResult:
+    name: str
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    latency: dict[str, Any] | None
+    n_queries: int
+    n_queries_without_results: int
+    run_seconds: float
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    output_dir: Path
+    dataset: str
+    split: str
+    results: list[RetrieverResult]
+    data_issues: dict[str, int]
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        return {result.name: result.metrics for result in self.results}
+
+
+def corpus_key(dataset: BeirDataset) -> str:
+    """Content hash of the corpus as it will be indexed (ids, titles, texts, metadata)."""
+    parts: list[str] = []
+    for doc_id in sorted(dataset.corpus):
+        doc = dataset.corpus[doc_id]
+        parts += [doc.id, doc.title, doc.text, json.dumps(dict(doc.metadata), sort_keys=True, ensure_ascii=False)]
+    return content_key(["corpus", *parts])
+
+
+def prepare_embedder(embedder: Embedder, dataset: BeirDataset) -> Embedder:
+    """Fit an embedder that learns from the corpus (TF-IDF+SVD) on the documents, in id order."""
+    fit = getattr(embedder, "fit", None)
+    if callable(fit) and not getattr(embedder, "fitted", True):
+        fit([dataset.corpus[doc_id].full_text for doc_id in sorted(dataset.corpus)])
+    return embedder
+
+
+class StoreLoader:
+    """Loads (building on a cache miss) the run's ContextStore the first time it is needed."""
+
+    def __init__(self, settings: Settings, dataset: BeirDataset, embedder: Embedder, cache: ArtifactCache) -> None:
+        self.settings = settings
+        self.dataset = dataset
+        self.embedder = embedder
+        self.cache = cache
+        self.key = content_key(
+            ["store", corpus_key(dataset), embedder.name, json.dumps(settings.store.to_dict(), sort_keys=True)]
+        )
+        self._store: ContextStore | None = None
+        self.info: dict[str, Any] = {"store_key": self.key, "embedder": embedder.name}
+
+    def get(self) -> ContextStore:
+        if self._store is None:
+            builds_before = self.cache.builds
+            start = time.perf_counter()
+
+            def build(folder: Path) -> None:
+                store = ContextStore.build(
+                    self.dataset.corpus.values(),
+                    CachedEmbedder(self.embedder, self.cache),
+                    self.settings.store,
+                    show_progress=bool(self.settings.show_progress),
+                )
+                store.save(folder)
+
+            folder = self.cache.get_or_build("stores", self.key, build)
+            self._store = ContextStore.load(folder)
+            self.info.update(
+                store_folder=str(folder),
+                store_built_now=self.cache.builds > builds_before,
+                store_ready_seconds=round(time.perf_counter() - start, 3),
+                store_build_seconds=self._store.build_seconds,
+            )
+        return self._store
+
+
+def spec_key(settings: Settings, spec: RetrieverSpec, store_key: str) -> str:
+    """What determines a retriever's results: class, parameters, store, run settings."""
+    payload = {
+        "target": spec.target,
+        "params": spec.params,
+        "store": store_key,
+        "dataset": [settings.dataset.name, settings.dataset.split, settings.dataset.ignore_identical_ids],
+        "top_k": settings.run.top_k,
+        "metrics": [metric.name for metric in settings.metrics],
+        "latency": [settings.run.latency.n_queries, settings.run.latency.warmup, settings.run.latency.seed],
+    }
+    return content_key(["retriever", json.dumps(payload, sort_keys=True, default=str)])
+
+
+def write_trec(path: Path, run: dict[str, list[RetrievalResult]], tag: str) -> None:
+    """TREC run file: ``qid Q0 docid rank score tag``; ranks follow (score desc, doc id asc)."""
+    lines = []
+    for query_id, results in run.items():
+        ordered = sorted(results, key=lambda r: (-r.score, r.doc_id))
+        lines += [f"{query_id} Q0 {r.doc_id} {rank} {r.score!r} {tag}" for rank, r in enumerate(ordered, 1)]
+    io.write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def _check_results(name: str, query_id: str, results: list[RetrievalResult], store: ContextStore) -> None:
+    for result in results:
+        if not math.isfinite(result.score):
+            raise ValueError(f"retriever {name} returned a non-finite score for query {query_id}: {result}")
+        if result.doc_id not in store.row_of:
+            raise ValueError(f"retriever {name} returned unknown doc id {result.doc_id!r} for query {query_id}")
+
+
+def run_retriever(
+    settings: Settings,
+    spec: RetrieverSpec,
+    dataset: BeirDataset,
+    store: ContextStore,
+    embedder: Embedder,
+    cache: ArtifactCache,
+    output_dir: Path,
+) -> RetrieverResult:
+    cls = get_class(spec.target)
+
+    def make(with_embedder: Embedder) -> Retriever:
+        retriever: Retriever = cls(store, embedder=with_embedder, **spec.params)
+        return retriever
+
+    retriever = make(CachedEmbedder(embedder, cache))
+    query_ids = list(dataset.queries)
+    texts = [dataset.queries[qid].text for qid in query_ids]
+    run: dict[str, list[RetrievalResult]] = {}
+    batch = settings.run.batch_size
+    start = time.perf_counter()
+    with tqdm(total=len(texts), desc=f"retrieve {spec.name}", unit="q", disable=_no_progress(settings)) as bar:
+        for begin in range(0, len(texts), batch):
+            chunk_ids = query_ids[begin : begin + batch]
+            for query_id, results in zip(
+                chunk_ids, retriever.retrieve_batch(texts[begin : begin + batch], settings.run.top_k), strict=True
+            ):
+                _check_results(spec.name, query_id, results, store)
+                run[query_id] = results
+            bar.update(len(chunk_ids))
+    run_seconds = time.perf_counter() - start
+    write_trec(output_dir / "runs" / f"{spec.name}.trec", run, spec.name)
+
+    evaluation = evaluate(
+        {qid: {r.doc_id: r.score for r in results} for qid, results in run.items()},
+        dataset.qrels,
+        settings.metrics,
+        ignore_identical_ids=settings.dataset.ignore_identical_ids,
+    )
+    latency_settings = settings.run.latency
+    report = measure_latency(
+        make,
+        embedder,
+        texts,
+        top_k=settings.run.top_k,
+        n_queries=latency_settings.n_queries,
+        warmup=latency_settings.warmup,
+        seed=latency_settings.seed,
+    )
+    return RetrieverResult(
+        name=spec.name,
+        metrics=evaluation.aggregate,
+        per_query=evaluation.per_query,
+        latency=report.as_dict() if report else None,
+        n_queries=evaluation.n_queries,
+        n_queries_without_results=evaluation.n_queries_without_results,
+        run_seconds=run_seconds,
+    )
+
+
+def _no_progress(settings: Settings) -> bool | None:
+    # tqdm: disable=None means "only when attached to a TTY"
+    return None if settings.show_progress is None else not settings.show_progress
+
+
+def _load_finished(path: Path, key: str) -> RetrieverResult | None:
+    if not path.is_file():
+        return None
+    try:
+        saved = io.read_json(path)
+    except (OSError, ValueError):
+        return None
+    if saved.get("spec_key") != key:
+        return None
+    saved.pop("spec_key")
+    return RetrieverResult(**saved)
+
+
+def run_experiment(
+    settings: Settings,
+    output_dir: Path,
+    *,
+    embedder_factory: Callable[[], Embedder] | None = None,
+    config_yaml: str = "",
+) -> RunSummary:
+    """Run every configured retriever and write the run folder; returns the summary."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if config_yaml:
+        io.write_text(output_dir / "config.yaml", config_yaml)
+    cache = ArtifactCache(Path(settings.cache_dir) if settings.cache_dir else None)
+    dataset = load_dataset(
+        settings.dataset.path or settings.dataset.name, settings.dataset.split, strict=settings.dataset.strict
+    )
+    embedder = prepare_embedder(
+        embedder_factory() if embedder_factory else instantiate(settings.embedder), dataset
+    )
+    stores = StoreLoader(settings, dataset, embedder, cache)
+    results = []
+    for spec in settings.retrievers:
+        key = spec_key(settings, spec, stores.key)
+        marker = output_dir / "results" / f"{spec.name}.json"
+        finished = _load_finished(marker, key) if settings.run.resume else None
+        if finished is not None:
+            log.info("retriever %s already finished in %s; not rerun", spec.name, output_dir)
+            results.append(finished)
+            continue
+        result = run_retriever(settings, spec, dataset, stores.get(), embedder, cache, output_dir)
+        io.write_json(marker, {"spec_key": key, **result.__dict__})
+        results.append(result)
+    summary = RunSummary(
+        output_dir=output_dir,
+        dataset=dataset.name,
+        split=dataset.split,
+        results=results,
+        data_issues=dataset.issues.as_dict(),
+    )
+    environment = collect_environment(
+        {
+            **stores.info,
+            "dataset_files": dataset.files,
+            "cache_root": str(cache.root),
+            "cache_hits": cache.hits,
+            "cache_builds": cache.builds,
+            "peak_rss_mb": peak_rss_mb(),
+        }
+    )
+    write_outputs(summary, settings, environment)
+    return summary

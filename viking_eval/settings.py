@@ -1,0 +1,191 @@
+"""Validate the composed Hydra config at start-up, before any data is read or model loaded.
+
+Unknown keys and out-of-range values raise ConfigError naming the config path, the bad value and
+what is allowed. Retriever parameters are checked by the retriever's own ``Params`` dataclass
+(the same validation production code gets); embedders validate in their (lazy) constructors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from retrievers.store import StoreConfig
+from viking_eval.metrics import Metric, MetricError, parse_metrics
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message says where and what is allowed."""
+
+
+def _plain(cfg: Any) -> Any:
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+
+
+def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    allowed = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {allowed}")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """What the data is: a dataset name (searched in VIKING_EVAL_DATA, then datasets/) or a
+    ``path``, the qrels ``split``, BEIR's ``ignore_identical_ids``, and ``strict`` (qrels naming
+    unknown documents or queries fail instead of being dropped and counted). Only query text ever
+    reaches a retriever, never query metadata."""
+
+    name: str
+    split: str = "test"
+    path: str | None = None
+    ignore_identical_ids: bool = False
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("name must be a dataset name or folder")
+        if not self.split:
+            raise ValueError("split must be a qrels split name such as 'test'")
+
+
+@dataclass(frozen=True)
+class LatencySettings:
+    """Per-query latency on a seeded sample: ``n_queries`` in [0, 100000] (0 = skip),
+    ``warmup`` in [0, 1000] queries run first and not timed."""
+
+    n_queries: int = 100
+    warmup: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.n_queries <= 100_000:
+            raise ValueError(f"latency.n_queries must be in [0, 100000], got {self.n_queries}")
+        if not 0 <= self.warmup <= 1000:
+            raise ValueError(f"latency.warmup must be in [0, 1000], got {self.warmup}")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """``top_k``: run depth in [1, 10000] (R@100 needs >= 100); ``batch_size``: queries per
+    ``retrieve_batch`` call in [1, 100000]."""
+
+    top_k: int = 100
+    batch_size: int = 256
+    metrics: tuple[str, ...] = ("nDCG@10", "R@10", "R@100", "RR@10", "AP@100")
+    latency: LatencySettings = field(default_factory=LatencySettings)
+    resume: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.top_k <= 10_000:
+            raise ValueError(f"top_k must be in [1, 10000], got {self.top_k}")
+        if not 1 <= self.batch_size <= 100_000:
+            raise ValueError(f"batch_size must be in [1, 100000], got {self.batch_size}")
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """One named retriever of the run: its class and validated parameters."""
+
+    name: str
+    target: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Settings:
+    name: str
+    dataset: DatasetSettings
+    run: RunSettings
+    metrics: list[Metric]
+    store: StoreConfig
+    embedder: dict[str, Any]
+    retrievers: list[RetrieverSpec]
+    cache_dir: str | None
+    show_progress: bool | None
+
+
+def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
+    where = f"retrievers.{name}"
+    values = dict(cfg)
+    target = values.pop("_target_", None)
+    if not target:
+        raise ConfigError(f"{where}: missing _target_ (a class such as retrievers.baselines.DenseRetriever)")
+    try:
+        cls = get_class(target)
+    except Exception as error:  # hydra wraps import errors in several types
+        raise ConfigError(f"{where}: cannot import _target_ {target!r}: {error}") from None
+    params_cls = getattr(cls, "Params", None)
+    if params_cls is None or not dataclasses.is_dataclass(params_cls):
+        raise ConfigError(f"{where}: {target} is not a retriever of this project (it has no Params dataclass)")
+    _build(params_cls, values, where)
+    return RetrieverSpec(name=name, target=target, params=values)
+
+
+def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    values = dict(cfg)
+    target = values.get("_target_")
+    if not target:
+        raise ConfigError("embedder: missing _target_ (e.g. retrievers.embedders.SentenceTransformerEmbedder)")
+    try:
+        cls = get_class(target)
+    except Exception as error:
+        raise ConfigError(f"embedder: cannot import _target_ {target!r}: {error}") from None
+    accepted = set(inspect.signature(cls).parameters) - {"self"}
+    unknown = sorted(set(values) - accepted - {"_target_"})
+    if unknown:
+        raise ConfigError(f"embedder: unknown key(s) {unknown}; allowed: {sorted(accepted)}")
+    return values
+
+
+TOP_LEVEL_KEYS = {"name", "dataset", "embedder", "store", "retrievers", "run", "cache_dir", "show_progress"}
+
+
+def load_settings(cfg: DictConfig) -> Settings:
+    """Validate everything in ``cfg``; raise ConfigError on the first problem."""
+    plain = _plain(cfg)
+    unknown = sorted(set(plain) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {unknown}; allowed: {sorted(TOP_LEVEL_KEYS)}")
+    dataset = _build(DatasetSettings, plain.get("dataset") or {}, "dataset")
+    run_values = dict(plain.get("run") or {})
+    latency = _build(LatencySettings, run_values.pop("latency", None) or {}, "run.latency")
+    if "metrics" in run_values:
+        run_values["metrics"] = tuple(run_values["metrics"])
+    run = _build(RunSettings, {**run_values, "latency": latency}, "run")
+    try:
+        metrics = parse_metrics(run.metrics)
+    except MetricError as error:
+        raise ConfigError(f"run.metrics: {error}") from None
+    try:
+        store = StoreConfig.from_dict(plain.get("store"))
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"store: {error}") from None
+    retrievers_cfg = plain.get("retrievers") or {}
+    if not retrievers_cfg:
+        raise ConfigError(
+            "no retrievers configured; choose an experiment (experiment=quickstart) or add "
+            "'+retriever@retrievers.bm25=bm25'"
+        )
+    retrievers = [check_retriever(name, spec) for name, spec in retrievers_cfg.items()]
+    return Settings(
+        name=str(plain.get("name") or "default"),
+        dataset=dataset,
+        run=run,
+        metrics=metrics,
+        store=store,
+        embedder=check_embedder(plain.get("embedder") or {}),
+        retrievers=retrievers,
+        cache_dir=plain.get("cache_dir"),
+        show_progress=plain.get("show_progress"),
+    )
