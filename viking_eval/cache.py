@@ -81,7 +81,7 @@ class ArtifactCache:
         """Return the verified folder of ``(kind, key)``, building it with ``build(folder)`` if
         absent or corrupt. ``build`` writes files into the empty folder it is given."""
         final = self.entry_dir(kind, key)
-        if self._valid(final):
+        if self._valid(final, report=False):
             self.hits += 1
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -102,14 +102,17 @@ class ArtifactCache:
             self.builds += 1
         return final
 
-    def _valid(self, folder: Path) -> bool:
+    def _valid(self, folder: Path, *, report: bool = True) -> bool:
+        """Whether ``folder`` is a complete, uncorrupted entry; ``report`` logs and counts a
+        corrupt one (done once, under the lock, right before it is rebuilt)."""
         if not folder.is_dir():
             return False
         try:
             verify_manifest(folder)
         except CorruptCacheEntry as error:
-            log.warning("cache entry %s is corrupt (%s); rebuilding it", folder, error)
-            self.rebuilt_corrupt += 1
+            if report:
+                log.warning("cache entry %s is corrupt (%s); rebuilding it", folder, error)
+                self.rebuilt_corrupt += 1
             return False
         return True
 

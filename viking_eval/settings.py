@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.utils import get_class
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from retrievers.store import StoreConfig
@@ -124,7 +124,7 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
     try:
         cls = get_class(target)
     except Exception as error:  # hydra wraps import errors in several types
-        raise ConfigError(f"{where}: cannot import _target_ {target!r}: {error}") from None
+        raise ConfigError(f"{where}: _target_ {target!r} is not a retriever of this project ({error})") from None
     params_cls = getattr(cls, "Params", None)
     if params_cls is None or not dataclasses.is_dataclass(params_cls):
         raise ConfigError(f"{where}: {target} is not a retriever of this project (it has no Params dataclass)")
@@ -145,6 +145,11 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(values) - accepted - {"_target_"})
     if unknown:
         raise ConfigError(f"embedder: unknown key(s) {unknown}; allowed: {sorted(accepted)}")
+    try:  # embedders validate in their constructor and load models lazily, so this is cheap
+        instantiate(values)
+    except Exception as error:
+        cause = error.__cause__ or error
+        raise ConfigError(f"embedder: {cause}") from None
     return values
 
 

@@ -1,0 +1,142 @@
+"""End to end: compose a config, run it into tmp_path, check every output and resuming."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from viking_eval import runner
+from viking_eval.runner import run_experiment
+from viking_eval.settings import load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    return shared_datasets
+
+
+def _settings(*overrides: str):  # type: ignore[no-untyped-def]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=smoke", *overrides])
+    return load_settings(cfg)
+
+
+def test_smoke_run_writes_every_output(data_env: Path, tmp_path: Path) -> None:
+    summary = run_experiment(_settings(), tmp_path / "run", config_yaml="name: smoke\n")
+    out = tmp_path / "run"
+    for name in ["metrics.json", "metrics.csv", "per_query.csv", "latency.json", "environment.json", "report.md",
+                 "config.yaml", "runs/bm25.trec", "runs/dense.trec"]:
+        assert (out / name).is_file(), name
+    document = json.loads((out / "metrics.json").read_text())
+    assert document["dataset"] == "adi" and document["split"] == "test"
+    assert set(document["retrievers"]) == {"bm25", "dense"}
+    bm25 = document["retrievers"]["bm25"]
+    assert set(bm25["metrics"]) == {"nDCG@10", "R@10", "R@100", "RR@10", "AP@100"}
+    assert 0.2 < bm25["metrics"]["nDCG@10"] < 0.8  # ADI BM25 is around 0.4-0.5
+    assert {"p50_ms", "p95_ms", "qps"} <= set(bm25["latency"])
+    assert bm25["n_queries"] == summary.results[0].n_queries == len(summary.results[0].per_query["nDCG@10"])
+    # per-query rows: one per (retriever, judged query); their mean is the aggregate
+    with open(out / "per_query.csv") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["retriever"] == "bm25"]
+    assert len(rows) == bm25["n_queries"]
+    mean = sum(float(row["nDCG@10"]) for row in rows) / len(rows)
+    assert mean == pytest.approx(bm25["metrics"]["nDCG@10"], abs=1e-9)
+    # TREC file: ranks 1..n per query, scores non-increasing, ties in doc id order
+    lines = [line.split() for line in (out / "runs" / "bm25.trec").read_text().splitlines()]
+    first_query = [line for line in lines if line[0] == lines[0][0]]
+    assert [int(line[3]) for line in first_query] == list(range(1, len(first_query) + 1))
+    keys = [(-float(line[4]), line[2]) for line in first_query]
+    assert keys == sorted(keys)
+    environment = json.loads((out / "environment.json").read_text())
+    assert environment["packages"]["bm25s"] and environment["store_key"]
+
+
+def test_second_run_is_deterministic_and_embeds_nothing(data_env: Path, tmp_path: Path) -> None:
+    first = run_experiment(_settings("run.latency.n_queries=0"), tmp_path / "a")
+    second = run_experiment(_settings("run.latency.n_queries=0"), tmp_path / "b")
+    assert first.metrics() == second.metrics()
+    assert (tmp_path / "a/runs/dense.trec").read_bytes() == (tmp_path / "b/runs/dense.trec").read_bytes()
+    environment = json.loads((tmp_path / "b" / "environment.json").read_text())
+    assert environment["store_built_now"] is False
+    assert environment["cache_builds"] == 0
+
+
+def test_interrupted_run_resumes_without_redoing_finished_work(
+    data_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _settings("run.latency.n_queries=0")
+    real = runner.run_retriever
+    calls: list[str] = []
+
+    def interrupted(settings, spec, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(spec.name)
+        if spec.name == "dense":
+            raise KeyboardInterrupt
+        return real(settings, spec, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_retriever", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(settings, tmp_path / "run")
+    assert (tmp_path / "run/results/bm25.json").is_file()
+    assert not (tmp_path / "run/results/dense.json").exists()
+    assert not (tmp_path / "run/metrics.json").exists()
+    assert not [p for p in (tmp_path / "run").rglob("*.tmp")]
+
+    def counted(settings, spec, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(spec.name)
+        return real(settings, spec, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_retriever", counted)
+    summary = run_experiment(settings, tmp_path / "run")
+    assert calls == ["bm25", "dense", "dense"]  # bm25 was not rerun
+    assert {result.name for result in summary.results} == {"bm25", "dense"}
+
+
+def test_changed_parameters_are_not_taken_from_an_old_result(data_env: Path, tmp_path: Path) -> None:
+    run_experiment(_settings("run.latency.n_queries=0", "run.top_k=5"), tmp_path / "run")
+    summary = run_experiment(_settings("run.latency.n_queries=0", "run.top_k=100"), tmp_path / "run")
+    lines = (tmp_path / "run/runs/bm25.trec").read_text().splitlines()
+    per_query = max(int(line.split()[3]) for line in lines)
+    assert per_query > 5
+    assert summary.results[0].metrics["R@100"] >= summary.results[0].metrics["R@10"]
+
+
+def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    command = [
+        sys.executable, "-m", "viking_eval", "-m", "experiment=smoke", "run.latency.n_queries=5",
+        "store.bm25.k1=0.9,1.5", f"hydra.sweep.dir={sweep_dir}",
+    ]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(sweep_dir / "sweep.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["job"], row["store.bm25.k1"], row["retriever"]) for row in rows] == [
+        ("0", "0.9", "bm25"), ("0", "0.9", "dense"), ("1", "1.5", "bm25"), ("1", "1.5", "dense"),
+    ]
+    assert rows[0]["nDCG@10"] != rows[2]["nDCG@10"]  # k1 changes BM25
+    assert rows[1]["nDCG@10"] == rows[3]["nDCG@10"]  # and not dense
+    assert "store.bm25.k1" in (sweep_dir / "sweep.md").read_text()
+    marker = sweep_dir / "0" / "results" / "bm25.json"
+    before = marker.stat().st_mtime_ns
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert marker.stat().st_mtime_ns == before  # finished job not redone
+
+
+def test_cli_rejects_bad_parameter_with_range(data_env: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "viking_eval", "experiment=smoke", "run.top_k=0", f"hydra.run.dir={tmp_path}"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2
+    assert "top_k must be in [1, 10000]" in done.stderr
