@@ -1,0 +1,442 @@
+"""Tests for viking_eval.download: registry validation, checksummed download, safe unzip, CLI.
+
+A local ``ThreadingHTTPServer`` on 127.0.0.1 serves zips built in the test; nothing touches the
+network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from viking_eval.data import DataError, load_beir
+from viking_eval.download import (
+    DEFAULT_REGISTRY,
+    DownloadError,
+    download_dataset,
+    load_registry,
+    main,
+    safe_extract_zip,
+)
+
+TINY_FILES = {
+    "corpus.jsonl": "".join(
+        json.dumps(d) + "\n"
+        for d in [{"_id": "d1", "title": "Cats", "text": "Cats purr."}, {"_id": "d2", "text": "Dogs bark."}]
+    ),
+    "queries.jsonl": json.dumps({"_id": "q1", "text": "what purrs"}) + "\n",
+    "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\n",
+}
+
+
+def build_zip(members: dict[str, str], *, prefix: str = "tiny/") -> bytes:
+    """A zip of ``members`` (path -> text), each path prefixed with ``prefix``; BEIR-style
+    zips have a top-level folder entry too."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        if prefix:
+            zf.writestr(prefix, "")
+        for name, text in members.items():
+            zf.writestr(prefix + name, text)
+    return buffer.getvalue()
+
+
+def with_symlink(link_name: str, target: str) -> bytes:
+    """The tiny dataset plus a symlink member pointing at ``target``."""
+    buffer = io.BytesIO(build_zip(TINY_FILES))
+    with zipfile.ZipFile(buffer, "a") as zf:
+        info = zipfile.ZipInfo(link_name)
+        info.external_attr = 0o120777 << 16
+        zf.writestr(info, target)
+    return buffer.getvalue()
+
+
+def with_member(name: str) -> bytes:
+    """The tiny dataset followed by one extra (hostile) member called ``name``."""
+    buffer = io.BytesIO(build_zip(TINY_FILES))
+    with zipfile.ZipFile(buffer, "a") as zf:
+        zf.writestr(zipfile.ZipInfo(name), "evil")
+    return buffer.getvalue()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class FakeServer:
+    """What the local HTTP server serves, and how often it was asked."""
+
+    base_url: str
+    routes: dict[str, bytes] = field(default_factory=dict)
+    short_by: dict[str, int] = field(default_factory=dict)  # path -> bytes announced but not sent
+    hits: list[str] = field(default_factory=list)
+
+    def serve(self, path: str, body: bytes) -> str:
+        self.routes[path] = body
+        return self.base_url + path
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    state = FakeServer(base_url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.hits.append(self.path)
+            body = state.routes.get(self.path)
+            if body is None:
+                self.send_error(404, "not here")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/zip")
+            self.send_header("Content-Length", str(len(body) + state.short_by.get(self.path, 0)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+def write_registry(path: Path, datasets: dict[str, dict[str, object]], **top: object) -> Path:
+    path.write_text(yaml.safe_dump({"version": 1, "datasets": datasets, **top}), encoding="utf-8")
+    return path
+
+
+def all_files(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*")}
+
+
+# --------------------------------------------------------------------------- download
+
+
+def test_download_with_matching_checksum(server: FakeServer, tmp_path: Path) -> None:
+    body = build_zip(TINY_FILES)
+    url = server.serve("/tiny.zip", body)
+    registry = write_registry(
+        tmp_path / "registry.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "CC0"}}
+    )
+    dest = tmp_path / "data"
+    folder = download_dataset("tiny", dest, registry=registry)
+    assert folder == dest / "tiny"
+    assert sorted(p.name for p in dest.iterdir()) == ["tiny"]  # no temp files left beside it
+    assert (folder / "qrels" / "test.tsv").read_text(encoding="utf-8") == TINY_FILES["qrels/test.tsv"]
+    ds = load_beir(folder)
+    assert list(ds.corpus) == ["d1", "d2"] and ds.qrels == {"q1": {"d1": 1}}
+    assert server.hits == ["/tiny.zip"]
+
+
+def test_existing_dataset_is_not_downloaded_again(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = build_zip(TINY_FILES)
+    url = server.serve("/tiny.zip", body)
+    registry = write_registry(
+        tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "x"}}
+    )
+    dest = tmp_path / "data"
+    download_dataset("tiny", dest, registry=registry)
+    capsys.readouterr()
+    assert download_dataset("tiny", dest, registry=registry) == dest / "tiny"
+    assert server.hits == ["/tiny.zip"]
+    assert "already holds tiny" in capsys.readouterr().out
+
+
+def test_existing_folder_without_corpus_is_not_overwritten(server: FakeServer, tmp_path: Path) -> None:
+    url = server.serve("/tiny.zip", build_zip(TINY_FILES))
+    registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": None, "license": "x"}})
+    (tmp_path / "data" / "tiny").mkdir(parents=True)
+    (tmp_path / "data" / "tiny" / "mine.txt").write_text("keep", encoding="utf-8")
+    with pytest.raises(DataError, match=r"exists but holds no corpus"):
+        download_dataset("tiny", tmp_path / "data", registry=registry)
+    assert server.hits == []
+    assert (tmp_path / "data" / "tiny" / "mine.txt").read_text(encoding="utf-8") == "keep"
+
+
+def test_wrong_checksum_fails_and_leaves_nothing(server: FakeServer, tmp_path: Path) -> None:
+    body = build_zip(TINY_FILES)
+    url = server.serve("/tiny.zip", body)
+    wrong = "0" * 64
+    registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": wrong, "license": "x"}})
+    dest = tmp_path / "data"
+    with pytest.raises(DataError, match="sha256 mismatch") as info:
+        download_dataset("tiny", dest, registry=registry)
+    assert wrong in str(info.value) and sha256(body) in str(info.value)
+    assert list(dest.iterdir()) == []
+
+
+def test_no_checksum_downloads_and_prints_the_hash(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = build_zip(TINY_FILES)
+    url = server.serve("/tiny.zip", body)
+    registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": None, "license": "x"}})
+    download_dataset("tiny", tmp_path / "data", registry=registry)
+    assert sha256(body) in capsys.readouterr().out
+    assert (tmp_path / "data" / "tiny" / "corpus.jsonl").is_file()
+
+
+def test_flat_zip_is_handled(server: FakeServer, tmp_path: Path) -> None:
+    body = build_zip(TINY_FILES, prefix="")
+    url = server.serve("/flat.zip", body)
+    registry = write_registry(
+        tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "x"}}
+    )
+    folder = download_dataset("tiny", tmp_path / "data", registry=registry)
+    (tmp_path / "plain").mkdir()
+    assert folder.stat().st_mode == (tmp_path / "plain").stat().st_mode  # not a private temp-dir mode
+    assert all_files(folder) == {
+        Path("corpus.jsonl"),
+        Path("queries.jsonl"),
+        Path("qrels"),
+        Path("qrels/test.tsv"),
+    }
+
+
+def test_url_override_uses_registry_checksum(server: FakeServer, tmp_path: Path) -> None:
+    body = build_zip(TINY_FILES)
+    mirror = server.serve("/mirror/tiny.zip", body)
+    registry = write_registry(
+        tmp_path / "r.yaml",
+        {"tiny": {"url": "https://example.invalid/tiny.zip", "sha256": sha256(body), "license": "x"}},
+    )
+    folder = download_dataset("tiny", tmp_path / "data", registry=registry, url=mirror)
+    assert (folder / "corpus.jsonl").is_file()
+    assert server.hits == ["/mirror/tiny.zip"]
+    # a name the registry does not know can be fetched from an explicit URL (no checksum then)
+    other = download_dataset("other", tmp_path / "data", registry=registry, url=mirror)
+    assert other == tmp_path / "data" / "other" and (other / "corpus.jsonl").is_file()
+
+
+def test_file_checksums_inside_the_archive_are_checked(server: FakeServer, tmp_path: Path) -> None:
+    body = build_zip(TINY_FILES)
+    url = server.serve("/tiny.zip", body)
+    good = sha256(TINY_FILES["corpus.jsonl"].encode("utf-8"))
+    entry = {"url": url, "sha256": None, "license": "x", "files": {"corpus.jsonl": good}}
+    assert download_dataset(
+        "tiny", tmp_path / "ok", registry=write_registry(tmp_path / "a.yaml", {"tiny": entry})
+    )
+    entry["files"] = {"corpus.jsonl": "f" * 64}
+    with pytest.raises(DataError, match=r"corpus\.jsonl: sha256 mismatch"):
+        download_dataset(
+            "tiny", tmp_path / "bad", registry=write_registry(tmp_path / "b.yaml", {"tiny": entry})
+        )
+    assert list((tmp_path / "bad").iterdir()) == []
+
+
+def test_http_error_and_truncated_body(server: FakeServer, tmp_path: Path) -> None:
+    registry = write_registry(
+        tmp_path / "r.yaml",
+        {
+            "missing": {"url": server.base_url + "/nope.zip", "sha256": None, "license": "x"},
+            "short": {
+                "url": server.serve("/short.zip", build_zip(TINY_FILES)),
+                "sha256": None,
+                "license": "x",
+            },
+        },
+    )
+    server.short_by["/short.zip"] = 100
+    dest = tmp_path / "data"
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        download_dataset("missing", dest, registry=registry)
+    with pytest.raises(DownloadError, match=r"short\.zip: (truncated download|download failed)"):
+        download_dataset("short", dest, registry=registry)
+    assert list(dest.iterdir()) == []
+
+
+def test_archive_without_corpus_is_refused(server: FakeServer, tmp_path: Path) -> None:
+    body = build_zip({"README.txt": "hello"})
+    registry = write_registry(
+        tmp_path / "r.yaml", {"tiny": {"url": server.serve("/x.zip", body), "sha256": None, "license": "x"}}
+    )
+    with pytest.raises(DataError, match="not a BEIR dataset"):
+        download_dataset("tiny", tmp_path / "data", registry=registry)
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+def test_not_a_zip_is_refused(server: FakeServer, tmp_path: Path) -> None:
+    registry = write_registry(
+        tmp_path / "r.yaml",
+        {"tiny": {"url": server.serve("/x.zip", b"<html>oops</html>"), "sha256": None, "license": "x"}},
+    )
+    with pytest.raises(DataError, match="not a valid zip archive"):
+        download_dataset("tiny", tmp_path / "data", registry=registry)
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("parent", r"'\.\.' component"),
+        ("grandparent", r"'\.\.' component"),
+        ("absolute", r"absolute path or drive letter"),
+        ("drive", r"absolute path or drive letter"),
+        ("symlink", r"symbolic link"),
+    ],
+)
+def test_malicious_zip_is_refused_and_writes_nothing(
+    server: FakeServer, tmp_path: Path, kind: str, message: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "data"
+    bodies = {
+        "parent": with_member("../evil.txt"),
+        "grandparent": with_member("tiny/../../../evil.txt"),
+        "absolute": with_member(str(outside / "abs_evil.txt")),
+        "drive": with_member("C:/evil.txt"),
+        "symlink": with_symlink("tiny/link", str(outside)),
+    }
+    registry = write_registry(
+        tmp_path / "r.yaml",
+        {"tiny": {"url": server.serve("/evil.zip", bodies[kind]), "sha256": None, "license": "x"}},
+    )
+    before = all_files(tmp_path)
+    with pytest.raises(DataError, match=message):
+        download_dataset("tiny", dest, registry=registry)
+    assert list(dest.iterdir()) == []  # no dataset folder, no temp files, not even the good members
+    assert all_files(tmp_path) == before | {Path("data")}
+    assert not list(tmp_path.rglob("*evil*"))
+
+
+def test_safe_extract_checks_every_member_before_writing(tmp_path: Path) -> None:
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(with_member("tiny/../../x.txt"))
+    target = tmp_path / "target"
+    target.mkdir()
+    with pytest.raises(DataError, match=r"member 'tiny/\.\./\.\./x\.txt'"):
+        safe_extract_zip(archive, target)
+    assert list(target.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_real_registry_is_valid_and_lists_beir() -> None:
+    registry = load_registry(DEFAULT_REGISTRY)
+    standard = {
+        "scifact",
+        "nfcorpus",
+        "arguana",
+        "fiqa",
+        "trec-covid",
+        "scidocs",
+        "quora",
+        "nq",
+        "hotpotqa",
+        "climate-fever",
+        "dbpedia-entity",
+        "fever",
+        "msmarco",
+        "cqadupstack",
+        "webis-touche2020",
+    }
+    assert standard <= set(registry.datasets)
+    for name in standard:
+        entry = registry.datasets[name]
+        assert entry.url == f"https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
+        assert entry.license
+    for name in ("bioasq", "signal1m", "trec-news", "robust04"):
+        assert registry.datasets[name].url is None
+    assert set(registry.local_names) == {"adi", "cisi", "cosqa", "cranfield", "locomo", "medline", "scifact"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"url": "https://x/y.zip", "sha256": "ABC", "license": "x"}, r"datasets\.tiny\.sha256 must be 64"),
+        ({"url": "ftp://x/y.zip", "sha256": None, "license": "x"}, r"datasets\.tiny\.url must be an http"),
+        ({"url": "https://x/y.zip", "sha256": None}, r"datasets\.tiny\.license is required"),
+        (
+            {"url": "https://x/y.zip", "sha256": None, "license": "x", "sha": "typo"},
+            r"unknown key\(s\) \['sha'\]",
+        ),
+        ({"url": "https://x/y.zip", "license": "x", "files": {"../c": "a" * 64}}, r"files\.\.\./c"),
+        ("just a string", r"datasets\.tiny must be a mapping"),
+    ],
+)
+def test_registry_validation_names_the_key(tmp_path: Path, entry: object, message: str) -> None:
+    path = tmp_path / "registry.yaml"
+    path.write_text(yaml.safe_dump({"datasets": {"tiny": entry}}), encoding="utf-8")
+    with pytest.raises(DataError, match=rf"registry\.yaml: .*{message}"):
+        load_registry(path)
+
+
+def test_registry_bad_yaml_and_bad_names(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("datasets: [unclosed\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.yaml: malformed YAML"):
+        load_registry(bad)
+    escape = write_registry(tmp_path / "esc.yaml", {"../up": {"url": None, "sha256": None, "license": "x"}})
+    with pytest.raises(DataError, match=r"datasets\.\.\./up: dataset names must match"):
+        load_registry(escape)
+
+
+def test_unknown_unpublished_and_local_names(tmp_path: Path) -> None:
+    registry = write_registry(
+        tmp_path / "r.yaml",
+        {"closed": {"url": None, "sha256": None, "license": "x", "notes": "ask NIST"}},
+        local_datasets={"names": ["adi"], "note": "shared"},
+    )
+    with pytest.raises(DataError, match=r"'nope' is not in the registry.*known: closed"):
+        download_dataset("nope", tmp_path / "d", registry=registry)
+    with pytest.raises(DataError, match=r"no public download URL.*ask NIST"):
+        download_dataset("closed", tmp_path / "d", registry=registry)
+    with pytest.raises(DataError, match=r"'adi' is a shared local dataset.*VIKING_EVAL_DATA"):
+        download_dataset("adi", tmp_path / "d", registry=registry)
+    with pytest.raises(DataError, match=r"plain folder name"):
+        download_dataset("../x", tmp_path / "d", registry=registry)
+    assert not (tmp_path / "d").exists()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_downloads_and_explains_viking_eval_data(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = build_zip(TINY_FILES)
+    registry = write_registry(
+        tmp_path / "r.yaml",
+        {"tiny": {"url": server.serve("/tiny.zip", body), "sha256": sha256(body), "license": "x"}},
+    )
+    dest = tmp_path / "data"
+    assert main(["tiny", "--dest", str(dest), "--registry", str(registry)]) == 0
+    out = capsys.readouterr().out
+    assert str((dest / "tiny").resolve()) in out
+    assert f'export VIKING_EVAL_DATA="{dest.resolve()}' in out
+    assert (dest / "tiny" / "corpus.jsonl").is_file()
+
+
+def test_cli_reports_errors_with_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry = write_registry(tmp_path / "r.yaml", {"closed": {"url": None, "sha256": None, "license": "x"}})
+    assert main(["closed", "--dest", str(tmp_path / "d"), "--registry", str(registry)]) == 1
+    assert "error: 'closed' has no public download URL" in capsys.readouterr().err
+
+
+def test_cli_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "scifact" in out and "robust04" in out and "not public" in out

@@ -1,0 +1,415 @@
+"""Download a public BEIR dataset listed in ``datasets/registry.yaml``.
+
+Usage: ``python -m viking_eval.download NAME [--dest DIR] [--registry PATH] [--url URL]``.
+
+The archive is streamed to a temporary file inside the destination while its sha256 is
+computed, checked against the registry (when the registry knows the checksum), unpacked into a
+temporary folder inside the destination and only then renamed into place, so ``DEST/NAME``
+either holds a complete dataset or does not exist. Archives are untrusted input: a member that
+could land outside the target folder (absolute path, drive letter, ``..``, symlink, device) makes
+the whole archive refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tqdm import tqdm
+
+from viking_eval.data import DATA_ENV, DataError
+
+__all__ = [
+    "DEFAULT_DEST",
+    "DEFAULT_REGISTRY",
+    "DownloadError",
+    "Registry",
+    "RegistryEntry",
+    "download_dataset",
+    "load_registry",
+    "main",
+    "safe_extract_zip",
+]
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_REGISTRY = _REPO_ROOT / "datasets" / "registry.yaml"
+DEFAULT_DEST = _REPO_ROOT / "datasets"
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_ENTRY_KEYS = frozenset({"url", "sha256", "license", "notes", "files"})
+_TOP_KEYS = frozenset({"version", "datasets", "local_datasets"})
+_CHUNK = 1 << 20
+_IGNORED_TOP = frozenset({"__MACOSX"})  # resource forks some zip tools add; never data
+
+
+class DownloadError(OSError):
+    """The network transfer failed (HTTP error, connection error, truncated body)."""
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One dataset of the registry. ``url`` is ``None`` for datasets that are not publicly
+    downloadable; ``sha256`` is ``None`` when the archive's checksum is not known; ``files``
+    maps paths inside the unpacked dataset to known sha256 values, checked after unpacking."""
+
+    name: str
+    url: str | None
+    sha256: str | None
+    license: str
+    notes: str = ""
+    files: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The parsed registry: downloadable entries and the names of local-only datasets."""
+
+    datasets: Mapping[str, RegistryEntry]
+    local_names: tuple[str, ...] = ()
+    local_note: str = ""
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _optional_str(value: Any, where: str, path: Path) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DataError(f"{path}: {where} must be a string or null, got {type(value).__name__}")
+    return value
+
+
+def _parse_entry(name: str, raw: Any, path: Path) -> RegistryEntry:
+    where = f"datasets.{name}"
+    if not _NAME_RE.fullmatch(name):
+        raise DataError(f"{path}: {where}: dataset names must match {_NAME_RE.pattern} (a plain folder name)")
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: {where} must be a mapping with url, sha256, license, notes")
+    unknown = sorted(set(raw) - _ENTRY_KEYS)
+    if unknown:
+        raise DataError(f"{path}: {where}: unknown key(s) {unknown}; allowed: {sorted(_ENTRY_KEYS)}")
+    url = _optional_str(raw.get("url"), f"{where}.url", path)
+    if url is not None and not url.startswith(("https://", "http://")):
+        raise DataError(f"{path}: {where}.url must be an http(s) URL or null, got {url!r}")
+    sha = _optional_str(raw.get("sha256"), f"{where}.sha256", path)
+    if sha is not None and not _SHA256_RE.fullmatch(sha):
+        raise DataError(f"{path}: {where}.sha256 must be 64 lowercase hex digits or null, got {sha!r}")
+    license_ = _optional_str(raw.get("license"), f"{where}.license", path)
+    if not license_:
+        raise DataError(f"{path}: {where}.license is required (write 'unknown' if it is)")
+    notes = _optional_str(raw.get("notes"), f"{where}.notes", path) or ""
+    files_raw = raw.get("files") or {}
+    if not isinstance(files_raw, dict):
+        raise DataError(f"{path}: {where}.files must be a mapping of relative path -> sha256")
+    files: dict[str, str] = {}
+    for rel, digest in files_raw.items():
+        if not isinstance(rel, str) or not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
+            raise DataError(f"{path}: {where}.files.{rel}: expected a relative path mapped to 64 hex digits")
+        if rel.startswith("/") or ".." in rel.split("/"):
+            raise DataError(
+                f"{path}: {where}.files.{rel}: paths must be relative and stay inside the dataset"
+            )
+        files[rel] = digest
+    return RegistryEntry(name=name, url=url, sha256=sha, license=license_, notes=notes, files=files)
+
+
+def load_registry(path: Path | None = None) -> Registry:
+    """Read and validate the registry YAML (``datasets/registry.yaml`` by default)."""
+    path = Path(path) if path is not None else DEFAULT_REGISTRY
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: registry file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read registry: {exc}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DataError(f"{path}: malformed YAML: {exc}") from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("datasets"), dict):
+        raise DataError(
+            f"{path}: expected a mapping with a 'datasets' mapping (name -> url, sha256, license, notes)"
+        )
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise DataError(f"{path}: unknown top-level key(s) {unknown}; allowed: {sorted(_TOP_KEYS)}")
+    entries = {str(name): _parse_entry(str(name), entry, path) for name, entry in raw["datasets"].items()}
+    local = raw.get("local_datasets") or {}
+    if not isinstance(local, dict):
+        raise DataError(f"{path}: local_datasets must be a mapping with 'names' and 'note'")
+    names = local.get("names") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise DataError(f"{path}: local_datasets.names must be a list of dataset names")
+    note = _optional_str(local.get("note"), "local_datasets.note", path) or ""
+    return Registry(datasets=entries, local_names=tuple(names), local_note=note)
+
+
+# --------------------------------------------------------------------------- safe unzip
+
+
+def _member_parts(info: zipfile.ZipInfo, archive: Path) -> list[str]:
+    """The path components of a member, or :class:`DataError` if it could escape the target."""
+    name = info.filename
+    where = f"{archive}: member {name!r}"
+    if "\x00" in name or "\\" in name:
+        raise DataError(f"{where}: NUL or backslash in the name; refusing the archive")
+    if name.startswith("/") or re.match(r"[A-Za-z]:", name):
+        raise DataError(f"{where}: absolute path or drive letter; refusing the archive")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise DataError(f"{where}: '..' component would escape the target folder; refusing the archive")
+    mode = info.external_attr >> 16
+    kind = stat.S_IFMT(mode)
+    if stat.S_ISLNK(mode):
+        raise DataError(f"{where}: symbolic link; refusing the archive")
+    if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
+        raise DataError(f"{where}: not a regular file or folder (mode {oct(mode)}); refusing the archive")
+    if info.flag_bits & 0x1:
+        raise DataError(f"{where}: encrypted members are not supported")
+    return parts
+
+
+def safe_extract_zip(archive: Path, target: Path) -> None:
+    """Unpack ``archive`` into the existing, empty folder ``target``.
+
+    Every member is checked before anything is written; files are written by this function (not
+    ``ZipFile.extract``) with default permissions, and each resolved path is checked to lie
+    inside ``target`` as a second line of defence.
+    """
+    target_resolved = target.resolve()
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            plan: list[tuple[zipfile.ZipInfo, list[str]]] = []
+            for info in zf.infolist():
+                parts = _member_parts(info, archive)
+                if not parts or parts[0] in _IGNORED_TOP:
+                    continue
+                destination = target_resolved.joinpath(*parts).resolve()
+                if not destination.is_relative_to(target_resolved):
+                    raise DataError(f"{archive}: member {info.filename!r} resolves outside {target}")
+                plan.append((info, parts))
+            for info, parts in plan:
+                destination = target.joinpath(*parts)
+                if info.is_dir():
+                    destination.mkdir(parents=True, exist_ok=True)
+                    continue
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as source, open(destination, "xb") as sink:
+                    shutil.copyfileobj(source, sink, _CHUNK)
+    except zipfile.BadZipFile as exc:
+        raise DataError(f"{archive}: not a valid zip archive: {exc}") from exc
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+        raise DataError(
+            f"{archive}: members collide ({exc.filename} is listed twice, or as both file and folder); "
+            "refusing the archive"
+        ) from exc
+    except (NotImplementedError, RuntimeError) as exc:
+        raise DataError(f"{archive}: cannot unpack: {exc}") from exc
+
+
+def _has_corpus(folder: Path) -> bool:
+    return (folder / "corpus.jsonl").is_file() or (folder / "corpus.jsonl.gz").is_file()
+
+
+def _holds_dataset(folder: Path) -> bool:
+    """A corpus at the top, or in sub-folders (CQADupStack ships one BEIR folder per forum)."""
+    if not folder.is_dir():
+        return False
+    return _has_corpus(folder) or any(child.is_dir() and _has_corpus(child) for child in folder.iterdir())
+
+
+def _content_root(extracted: Path) -> Path:
+    """BEIR zips hold one top-level ``<name>/`` folder; flat zips hold the files directly."""
+    children = list(extracted.iterdir())
+    if len(children) == 1 and children[0].is_dir() and not _has_corpus(extracted):
+        return children[0]
+    return extracted
+
+
+# --------------------------------------------------------------------------- download
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stream(url: str, sink: Path, desc: str) -> str:
+    """Write the body of ``url`` to ``sink``; return its sha256."""
+    digest = hashlib.sha256()
+    received = 0
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response, open(sink, "wb") as out:
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            with tqdm(
+                total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, disable=None
+            ) as bar:
+                for block in iter(lambda: response.read(_CHUNK), b""):
+                    out.write(block)
+                    digest.update(block)
+                    received += len(block)
+                    bar.update(len(block))
+    except urllib.error.HTTPError as exc:
+        raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
+    except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, short reads
+        raise DownloadError(f"{url}: download failed: {exc}") from exc
+    if total is not None and received != total:
+        raise DownloadError(f"{url}: truncated download ({received} of {total} bytes)")
+    return digest.hexdigest()
+
+
+def _check_files(root: Path, expected: Mapping[str, str], name: str) -> None:
+    for rel, digest in expected.items():
+        path = root / rel
+        if not path.is_file():
+            raise DataError(
+                f"{name}: registry lists {rel!r} (files.{rel}) but the archive does not contain it"
+            )
+        actual = _sha256_file(path)
+        if actual != digest:
+            raise DataError(
+                f"{name}: {rel}: sha256 mismatch: expected {digest} (registry files.{rel}), got {actual}"
+            )
+
+
+def download_dataset(
+    name: str,
+    dest: Path,
+    *,
+    registry: Path | None = None,
+    url: str | None = None,
+) -> Path:
+    """Download dataset ``name`` into ``dest/name`` and return that folder.
+
+    ``url`` overrides the registry URL (a mirror); the registry checksum still applies. A name
+    not in the registry can be downloaded only with an explicit ``url`` (no checksum then).
+    If ``dest/name`` already holds a corpus nothing is downloaded.
+    """
+    if not _NAME_RE.fullmatch(name):
+        raise DataError(f"dataset name {name!r} must be a plain folder name matching {_NAME_RE.pattern}")
+    reg = load_registry(registry)
+    entry = reg.datasets.get(name)
+    if entry is None and url is None:
+        if name in reg.local_names:
+            raise DataError(
+                f"{name!r} is a shared local dataset, not a download: point {DATA_ENV} at the folder "
+                f"that holds {name}/ (e.g. export {DATA_ENV}=../shared/datasets)"
+            )
+        raise DataError(
+            f"{name!r} is not in the registry {registry or DEFAULT_REGISTRY}; "
+            f"known: {', '.join(sorted(reg.datasets))}"
+        )
+    source = url if url is not None else entry.url if entry is not None else None
+    if source is None:
+        notes = entry.notes if entry is not None else ""
+        raise DataError(
+            f"{name!r} has no public download URL (registry datasets.{name}.url is null). {notes}"
+        )
+    expected_sha = entry.sha256 if entry is not None else None
+
+    dest = Path(dest)
+    target = dest / name
+    if target.exists():
+        if _holds_dataset(target):
+            print(f"{target} already holds {name}; nothing to do.")
+            return target
+        raise DataError(f"{target} exists but holds no corpus; remove it and run again")
+    dest.mkdir(parents=True, exist_ok=True)
+
+    fd, part_name = tempfile.mkstemp(dir=dest, prefix=f".{name}.", suffix=".zip.part")
+    os.close(fd)
+    archive = Path(part_name)
+    unpack_dir: Path | None = None
+    try:
+        unpack_dir = Path(tempfile.mkdtemp(dir=dest, prefix=f".{name}.", suffix=".unpack"))
+        actual_sha = _stream(source, archive, desc=name)
+        if expected_sha is not None and actual_sha != expected_sha:
+            raise DataError(
+                f"{name}: sha256 mismatch for {source}: expected {expected_sha} "
+                f"(registry datasets.{name}.sha256), got {actual_sha}"
+            )
+        if expected_sha is None:
+            print(f"note: no sha256 for {name} in the registry; downloaded archive sha256 = {actual_sha}")
+        content = unpack_dir / "content"  # mkdtemp makes 0700 folders; this one gets the umask's mode
+        content.mkdir()
+        safe_extract_zip(archive, content)
+        root = _content_root(content)
+        if not _holds_dataset(root):
+            raise DataError(f"{source}: the archive holds no corpus.jsonl[.gz]; not a BEIR dataset")
+        if entry is not None and entry.files:
+            _check_files(root, entry.files, name)
+        root.rename(target)
+    finally:
+        archive.unlink(missing_ok=True)
+        if unpack_dir is not None:
+            shutil.rmtree(unpack_dir, ignore_errors=True)
+    return target
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry; returns the process exit code (0 ok, 1 error)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m viking_eval.download",
+        description="Download a public BEIR dataset listed in datasets/registry.yaml.",
+    )
+    parser.add_argument("name", nargs="?", help="dataset name, e.g. scifact")
+    parser.add_argument(
+        "--dest", type=Path, default=DEFAULT_DEST, help=f"parent folder (default: {DEFAULT_DEST})"
+    )
+    parser.add_argument(
+        "--registry", type=Path, default=None, help=f"registry YAML (default: {DEFAULT_REGISTRY})"
+    )
+    parser.add_argument("--url", default=None, help="download from this URL instead (a mirror)")
+    parser.add_argument("--list", action="store_true", help="list the registry and exit")
+    args = parser.parse_args(argv)
+    try:
+        if args.list:
+            reg = load_registry(args.registry)
+            for entry in reg.datasets.values():
+                status = "download" if entry.url else "not public"
+                print(f"{entry.name:20s} {status:10s} {entry.license}")
+            if reg.local_names:
+                print(f"local ({DATA_ENV}): {', '.join(reg.local_names)}")
+            return 0
+        if not args.name:
+            parser.error("NAME is required (or use --list)")
+        folder = download_dataset(args.name, args.dest, registry=args.registry, url=args.url)
+    except (DataError, DownloadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    parent = folder.resolve().parent
+    print(f"{args.name} is in {folder.resolve()}")
+    if parent == DEFAULT_DEST.resolve():
+        print(f"The repository's datasets/ folder is searched by default: load it as {args.name!r}.")
+    else:
+        print(f"To load it by name, add its parent folder to {DATA_ENV}, e.g.:")
+        print(f'  export {DATA_ENV}="{parent}${{{DATA_ENV}:+:${DATA_ENV}}}"')
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
