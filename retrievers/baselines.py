@@ -28,7 +28,10 @@ def check_query(query: str) -> None:
 def results_from_rows(store: ContextStore, scores: np.ndarray, rows: np.ndarray) -> list[RetrievalResult]:
     """Turn (scores, rows), already ordered by (score desc, row asc), into results."""
     doc_ids = store.doc_ids
-    return [RetrievalResult(doc_id=doc_ids[row], score=float(score)) for score, row in zip(scores, rows, strict=True)]
+    return [
+        RetrievalResult(doc_id=doc_ids[row], score=float(score))
+        for score, row in zip(scores, rows, strict=True)
+    ]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ breaking score ties by the lower row index is breaking them by doc id, as the ra
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -87,7 +88,7 @@ class ContextStore:
             raise ValueError(f"BM25 index has {bm25.size} documents, store has {len(documents)}")
         self.documents = documents
         self.doc_ids = [doc.id for doc in documents]
-        if any(a >= b for a, b in zip(self.doc_ids, self.doc_ids[1:], strict=False)):
+        if any(a >= b for a, b in itertools.pairwise(self.doc_ids)):
             raise ValueError("store documents must be sorted by id without duplicates")
         self.row_of = {doc_id: row for row, doc_id in enumerate(self.doc_ids)}
         self.embeddings = embeddings
@@ -118,7 +119,7 @@ class ContextStore:
         ordered = sorted(documents, key=lambda doc: doc.id)
         if not ordered:
             raise ValueError("cannot build a store from an empty corpus")
-        for previous, current in zip(ordered, ordered[1:], strict=False):
+        for previous, current in itertools.pairwise(ordered):
             if previous.id == current.id:
                 raise ValueError(f"duplicate document id {current.id!r}")
         texts = [doc.full_text for doc in ordered]
@@ -137,7 +138,9 @@ class ContextStore:
             show_progress=show_progress,
         )
         seconds["bm25"] = time.perf_counter() - start
-        return cls(ordered, embeddings, bm25, embedder_name=embedder.name, config=config, build_seconds=seconds)
+        return cls(
+            ordered, embeddings, bm25, embedder_name=embedder.name, config=config, build_seconds=seconds
+        )
 
     def save(self, folder: Path) -> None:
         """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files."""
@@ -168,7 +171,12 @@ class ContextStore:
             for line in handle:
                 record = json.loads(line)
                 documents.append(
-                    Document(id=record["_id"], text=record["text"], title=record["title"], metadata=record["metadata"])
+                    Document(
+                        id=record["_id"],
+                        text=record["text"],
+                        title=record["title"],
+                        metadata=record["metadata"],
+                    )
                 )
         embeddings = np.load(folder / "embeddings.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
         bm25 = BM25Index.load(folder / "bm25", mmap=mmap)

@@ -66,7 +66,9 @@ class Edge:
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.weight) or self.weight < 0:
-            raise ValueError(f"Edge weight must be finite and >= 0, got {self.weight} ({self.src}->{self.dst})")
+            raise ValueError(
+                f"Edge weight must be finite and >= 0, got {self.weight} ({self.src}->{self.dst})"
+            )
 
 
 @dataclass(frozen=True)
@@ -120,4 +122,6 @@ class Retriever(Protocol):
 class Reranker(Protocol):
     """Scores ``candidates`` for ``query``; ``texts[i]`` is the text of ``candidates[i]``."""
 
-    def rerank(self, query: str, candidates: Sequence[RetrievalResult], texts: Sequence[str]) -> list[float]: ...
+    def rerank(
+        self, query: str, candidates: Sequence[RetrievalResult], texts: Sequence[str]
+    ) -> list[float]: ...

@@ -20,7 +20,9 @@ def adi(shared_datasets: Path):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def store_and_embedder(adi):  # type: ignore[no-untyped-def]
     documents = list(adi.corpus.values())
-    embedder = TfidfEmbedder(dim=64, seed=0).fit([doc.full_text for doc in sorted(documents, key=lambda d: d.id)])
+    embedder = TfidfEmbedder(dim=64, seed=0).fit(
+        [doc.full_text for doc in sorted(documents, key=lambda d: d.id)]
+    )
     return ContextStore.build(documents, embedder, StoreConfig()), embedder
 
 
@@ -37,7 +39,9 @@ def test_store_rows_sorted_by_id(store_and_embedder) -> None:  # type: ignore[no
 @pytest.mark.parametrize("kind", ["bm25", "dense"])
 def test_batch_equals_single(kind: str, store_and_embedder, adi) -> None:  # type: ignore[no-untyped-def]
     store, embedder = store_and_embedder
-    retriever = BM25Retriever(store) if kind == "bm25" else DenseRetriever(store, embedder, query_batch_size=7)
+    retriever = (
+        BM25Retriever(store) if kind == "bm25" else DenseRetriever(store, embedder, query_batch_size=7)
+    )
     queries = _queries(adi)
     assert retriever.retrieve_batch(queries, 20) == [retriever.retrieve(query, 20) for query in queries]
 
@@ -71,7 +75,9 @@ def test_store_save_load_round_trip(tmp_path: Path, store_and_embedder, adi) -> 
     assert loaded.doc_ids == store.doc_ids
     assert loaded.documents == store.documents
     queries = _queries(adi)
-    assert BM25Retriever(loaded).retrieve_batch(queries, 10) == BM25Retriever(store).retrieve_batch(queries, 10)
+    assert BM25Retriever(loaded).retrieve_batch(queries, 10) == BM25Retriever(store).retrieve_batch(
+        queries, 10
+    )
     assert DenseRetriever(loaded, embedder).retrieve_batch(queries, 10) == DenseRetriever(
         store, embedder
     ).retrieve_batch(queries, 10)

@@ -62,7 +62,10 @@ def test_every_retriever_config_validates(retriever: str) -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("+retrievers.dense.bogus=1", r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \['query_batch_size'\]"),
+        (
+            "+retrievers.dense.bogus=1",
+            r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \['query_batch_size'\]",
+        ),
         ("retrievers.dense.query_batch_size=0", r"query_batch_size must be in \[1, 65536\]"),
         ("run.top_k=0", r"top_k must be in \[1, 10000\]"),
         ("run.latency.warmup=-1", r"warmup must be in \[0, 1000\]"),
@@ -85,5 +88,5 @@ def test_unknown_top_level_override_rejected_by_hydra() -> None:
 
 
 def test_embedder_range_checked_at_start() -> None:
-    with pytest.raises(ConfigError, match="embedder: .*max_seq_length"):
+    with pytest.raises(ConfigError, match=r"embedder: .*max_seq_length"):
         load_settings(_compose(["embedder.max_seq_length=0"]))

@@ -20,7 +20,9 @@ def test_no_forbidden_imports_in_source() -> None:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            offenders += [f"{path.name}:{node.lineno} {name}" for name in names if name.split(".")[0] in FORBIDDEN]
+            offenders += [
+                f"{path.name}:{node.lineno} {name}" for name in names if name.split(".")[0] in FORBIDDEN
+            ]
     assert offenders == []
 
 

@@ -29,7 +29,9 @@ def _random_case(seed: int) -> tuple[dict[str, dict[str, float]], dict[str, dict
 def test_metrics_equal_pytrec_eval(seed: int) -> None:
     run, qrels = _random_case(seed)
     ours = evaluate(run, qrels, parse_metrics(["nDCG@10", "R@100", "AP@100", "P@5", "Recall@10"]))
-    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100", "map_cut.100", "P.5", "recall.10"})
+    reference = pytrec_eval.RelevanceEvaluator(
+        qrels, {"ndcg_cut.10", "recall.100", "map_cut.100", "P.5", "recall.10"}
+    )
     expected = reference.evaluate(run)
     for qid in qrels:
         assert ours.per_query["nDCG@10"][qid] == pytest.approx(expected[qid]["ndcg_cut_10"], abs=1e-12)

@@ -33,8 +33,17 @@ def _settings(*overrides: str):  # type: ignore[no-untyped-def]
 def test_smoke_run_writes_every_output(data_env: Path, tmp_path: Path) -> None:
     summary = run_experiment(_settings(), tmp_path / "run", config_yaml="name: smoke\n")
     out = tmp_path / "run"
-    for name in ["metrics.json", "metrics.csv", "per_query.csv", "latency.json", "environment.json", "report.md",
-                 "config.yaml", "runs/bm25.trec", "runs/dense.trec"]:
+    for name in [
+        "metrics.json",
+        "metrics.csv",
+        "per_query.csv",
+        "latency.json",
+        "environment.json",
+        "report.md",
+        "config.yaml",
+        "runs/bm25.trec",
+        "runs/dense.trec",
+    ]:
         assert (out / name).is_file(), name
     document = json.loads((out / "metrics.json").read_text())
     assert document["dataset"] == "adi" and document["split"] == "test"
@@ -113,15 +122,24 @@ def test_changed_parameters_are_not_taken_from_an_old_result(data_env: Path, tmp
 def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     command = [
-        sys.executable, "-m", "viking_eval", "-m", "experiment=smoke", "run.latency.n_queries=5",
-        "store.bm25.k1=0.9,1.5", f"hydra.sweep.dir={sweep_dir}",
+        sys.executable,
+        "-m",
+        "viking_eval",
+        "-m",
+        "experiment=smoke",
+        "run.latency.n_queries=5",
+        "store.bm25.k1=0.9,1.5",
+        f"hydra.sweep.dir={sweep_dir}",
     ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [(row["job"], row["store.bm25.k1"], row["retriever"]) for row in rows] == [
-        ("0", "0.9", "bm25"), ("0", "0.9", "dense"), ("1", "1.5", "bm25"), ("1", "1.5", "dense"),
+        ("0", "0.9", "bm25"),
+        ("0", "0.9", "dense"),
+        ("1", "1.5", "bm25"),
+        ("1", "1.5", "dense"),
     ]
     assert rows[0]["nDCG@10"] != rows[2]["nDCG@10"]  # k1 changes BM25
     assert rows[1]["nDCG@10"] == rows[3]["nDCG@10"]  # and not dense
@@ -136,7 +154,10 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
 def test_cli_rejects_bad_parameter_with_range(data_env: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "viking_eval", "experiment=smoke", "run.top_k=0", f"hydra.run.dir={tmp_path}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 2
     assert "top_k must be in [1, 10000]" in done.stderr

@@ -194,4 +194,6 @@ class CachedEmbedder:
         return self.inner.dim
 
     def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray:
-        return self.cache.embeddings(self.name, kind, list(texts), lambda batch: self.inner.encode(batch, kind=kind))
+        return self.cache.embeddings(
+            self.name, kind, list(texts), lambda batch: self.inner.encode(batch, kind=kind)
+        )

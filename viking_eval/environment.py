@@ -46,7 +46,9 @@ def package_versions() -> dict[str, str | None]:
 def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True)
+            done = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout.strip()

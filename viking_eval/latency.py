@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from retrievers.types import EncodeKind, Embedder, Retriever
+from retrievers.types import Embedder, EncodeKind, Retriever
 
 
 class TimedEmbedder:

@@ -111,7 +111,9 @@ def evaluate(
     Only queries in ``qrels`` count; a judged query with no retrieved documents scores 0 on every
     metric (pytrec_eval alone would silently skip it and inflate the mean)."""
     judged = sorted(qrels)
-    ranked = canonical_run({qid: run.get(qid, {}) for qid in judged}, ignore_identical_ids=ignore_identical_ids)
+    ranked = canonical_run(
+        {qid: run.get(qid, {}) for qid in judged}, ignore_identical_ids=ignore_identical_ids
+    )
     per_query: dict[str, dict[str, float]] = {metric.name: dict.fromkeys(judged, 0.0) for metric in metrics}
     by_measure = {metric.measure: metric.name for metric in metrics}
     non_empty = {qid: docs for qid, docs in ranked.items() if docs}
@@ -120,7 +122,8 @@ def evaluate(
         for value in ir_measures.iter_calc(list(by_measure), qrels_plain, non_empty):
             per_query[by_measure[value.measure]][value.query_id] = float(value.value)
     aggregate = {
-        name: (math.fsum(values.values()) / len(values) if values else 0.0) for name, values in per_query.items()
+        name: (math.fsum(values.values()) / len(values) if values else 0.0)
+        for name, values in per_query.items()
     }
     return Evaluation(
         aggregate=aggregate,

@@ -68,7 +68,12 @@ def corpus_key(dataset: BeirDataset) -> str:
     parts: list[str] = []
     for doc_id in sorted(dataset.corpus):
         doc = dataset.corpus[doc_id]
-        parts += [doc.id, doc.title, doc.text, json.dumps(dict(doc.metadata), sort_keys=True, ensure_ascii=False)]
+        parts += [
+            doc.id,
+            doc.title,
+            doc.text,
+            json.dumps(dict(doc.metadata), sort_keys=True, ensure_ascii=False),
+        ]
     return content_key(["corpus", *parts])
 
 
@@ -83,13 +88,20 @@ def prepare_embedder(embedder: Embedder, dataset: BeirDataset) -> Embedder:
 class StoreLoader:
     """Loads (building on a cache miss) the run's ContextStore the first time it is needed."""
 
-    def __init__(self, settings: Settings, dataset: BeirDataset, embedder: Embedder, cache: ArtifactCache) -> None:
+    def __init__(
+        self, settings: Settings, dataset: BeirDataset, embedder: Embedder, cache: ArtifactCache
+    ) -> None:
         self.settings = settings
         self.dataset = dataset
         self.embedder = embedder
         self.cache = cache
         self.key = content_key(
-            ["store", corpus_key(dataset), embedder.name, json.dumps(settings.store.to_dict(), sort_keys=True)]
+            [
+                "store",
+                corpus_key(dataset),
+                embedder.name,
+                json.dumps(settings.store.to_dict(), sort_keys=True),
+            ]
         )
         self._store: ContextStore | None = None
         self.info: dict[str, Any] = {"store_key": self.key, "embedder": embedder.name}
@@ -147,7 +159,9 @@ def _check_results(name: str, query_id: str, results: list[RetrievalResult], sto
         if not math.isfinite(result.score):
             raise ValueError(f"retriever {name} returned a non-finite score for query {query_id}: {result}")
         if result.doc_id not in store.row_of:
-            raise ValueError(f"retriever {name} returned unknown doc id {result.doc_id!r} for query {query_id}")
+            raise ValueError(
+                f"retriever {name} returned unknown doc id {result.doc_id!r} for query {query_id}"
+            )
 
 
 def run_retriever(
@@ -171,11 +185,15 @@ def run_retriever(
     run: dict[str, list[RetrievalResult]] = {}
     batch = settings.run.batch_size
     start = time.perf_counter()
-    with tqdm(total=len(texts), desc=f"retrieve {spec.name}", unit="q", disable=_no_progress(settings)) as bar:
+    with tqdm(
+        total=len(texts), desc=f"retrieve {spec.name}", unit="q", disable=_no_progress(settings)
+    ) as bar:
         for begin in range(0, len(texts), batch):
             chunk_ids = query_ids[begin : begin + batch]
             for query_id, results in zip(
-                chunk_ids, retriever.retrieve_batch(texts[begin : begin + batch], settings.run.top_k), strict=True
+                chunk_ids,
+                retriever.retrieve_batch(texts[begin : begin + batch], settings.run.top_k),
+                strict=True,
             ):
                 _check_results(spec.name, query_id, results, store)
                 run[query_id] = results

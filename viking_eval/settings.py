@@ -124,10 +124,14 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
     try:
         cls = get_class(target)
     except Exception as error:  # hydra wraps import errors in several types
-        raise ConfigError(f"{where}: _target_ {target!r} is not a retriever of this project ({error})") from None
+        raise ConfigError(
+            f"{where}: _target_ {target!r} is not a retriever of this project ({error})"
+        ) from None
     params_cls = getattr(cls, "Params", None)
     if params_cls is None or not dataclasses.is_dataclass(params_cls):
-        raise ConfigError(f"{where}: {target} is not a retriever of this project (it has no Params dataclass)")
+        raise ConfigError(
+            f"{where}: {target} is not a retriever of this project (it has no Params dataclass)"
+        )
     _build(params_cls, values, where)
     return RetrieverSpec(name=name, target=target, params=values)
 
@@ -136,7 +140,9 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     values = dict(cfg)
     target = values.get("_target_")
     if not target:
-        raise ConfigError("embedder: missing _target_ (e.g. retrievers.embedders.SentenceTransformerEmbedder)")
+        raise ConfigError(
+            "embedder: missing _target_ (e.g. retrievers.embedders.SentenceTransformerEmbedder)"
+        )
     try:
         cls = get_class(target)
     except Exception as error:

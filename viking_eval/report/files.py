@@ -1,9 +1,9 @@
 """The files of a run folder (DESIGN.md section 5). ``metrics.json`` is a stable contract::
 
-    {"dataset": ..., "split": ..., "n_queries": ..., "data_issues": {...},
-     "retrievers": {"<name>": {"metrics": {"nDCG@10": 0.67, ...},
-                               "latency": {"p50_ms": ..., "p95_ms": ..., "qps": ...},
-                               "n_queries": ...}}}
+{"dataset": ..., "split": ..., "n_queries": ..., "data_issues": {...},
+ "retrievers": {"<name>": {"metrics": {"nDCG@10": 0.67, ...},
+                           "latency": {"p50_ms": ..., "p95_ms": ..., "qps": ...},
+                           "n_queries": ...}}}
 """
 
 from __future__ import annotations
@@ -58,15 +58,23 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
     for result in summary.results:
         latency = result.latency or {}
         rows.append(
-            [result.name, *(result.metrics[name] for name in metric_names), *(latency.get(key) for key in latency_keys)]
+            [
+                result.name,
+                *(result.metrics[name] for name in metric_names),
+                *(latency.get(key) for key in latency_keys),
+            ]
         )
     io.write_text(folder / "metrics.csv", _csv_text(["retriever", *metric_names, *latency_keys], rows))
     per_query_rows = []
     for result in summary.results:
         query_ids = sorted(next(iter(result.per_query.values()), {}))
         for query_id in query_ids:
-            per_query_rows.append([result.name, query_id, *(result.per_query[name][query_id] for name in metric_names)])
-    io.write_text(folder / "per_query.csv", _csv_text(["retriever", "query_id", *metric_names], per_query_rows))
+            per_query_rows.append(
+                [result.name, query_id, *(result.per_query[name][query_id] for name in metric_names)]
+            )
+    io.write_text(
+        folder / "per_query.csv", _csv_text(["retriever", "query_id", *metric_names], per_query_rows)
+    )
     io.write_json(
         folder / "latency.json",
         {
