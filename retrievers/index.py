@@ -175,7 +175,9 @@ def _merge_top_k(
 
 #: Queries are multiplied against the corpus in blocks of exactly this many rows (the last block
 #: zero-padded), so that a query's scores do not depend on how many queries came with it.
-QUERY_BLOCK = 64
+#: 16 measured best here (5,183 x 384, 2 cores): one query 0.66 ms (64: 1.75 ms, 1: 0.19 ms),
+#: 300 queries batched 37 ms (64: 37 ms, 1: 56 ms).
+QUERY_BLOCK = 16
 
 
 class ExactVectorIndex:
