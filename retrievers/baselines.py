@@ -72,7 +72,12 @@ class DenseParams:
 
 
 class DenseRetriever:
-    """Exact inner-product search over the store's L2-normalised document embeddings (cosine)."""
+    """Exact inner-product search over the store's L2-normalised document embeddings (cosine).
+
+    ``retrieve_batch`` encodes queries in batches; the search itself is batch-invariant, so the
+    result equals ``retrieve`` bit for bit whenever the embedder is (TF-IDF, static models). A
+    transformer pads a batch to its longest query, which moves vectors by ~1e-7; rankings then
+    agree except for documents whose scores differ by less than that."""
 
     Params = DenseParams
 

