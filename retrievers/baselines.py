@@ -56,7 +56,7 @@ class BM25Retriever:
         check_top_k(top_k)
         for query in queries:
             check_query(query)
-        hits = self.store.bm25.search(list(queries), top_k)
+        hits = self.store.bm25.search(list(queries), top_k, mask=self.store.allowed)
         return [results_from_rows(self.store, scores, rows) for scores, rows in hits]
 
 
@@ -101,6 +101,6 @@ class DenseRetriever:
         size = self.params.query_batch_size
         for start in range(0, len(queries), size):
             vectors = self.embedder.encode(list(queries[start : start + size]), kind="query")
-            for scores, rows in self.store.vectors.search(vectors, top_k):
+            for scores, rows in self.store.vectors.search(vectors, top_k, mask=self.store.allowed):
                 results.append(results_from_rows(self.store, scores, rows))
         return results

@@ -10,6 +10,7 @@ breaking score ties by the lower row index is breaking them by doc id, as the ra
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import time
@@ -97,6 +98,8 @@ class ContextStore:
         self.embedder_name = embedder_name
         self.config = config
         self.build_seconds = dict(build_seconds or {})
+        #: rows a search may return (None = all); set on views made by ``restricted``
+        self.allowed: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -104,6 +107,29 @@ class ContextStore:
     @property
     def dim(self) -> int:
         return int(self.embeddings.shape[1])
+
+    def metadata_mask(self, key: str, value: Any) -> np.ndarray:
+        """Rows whose ``metadata[key]`` equals ``value`` (compared as strings)."""
+        wanted = str(value)
+        return np.fromiter(
+            (key in doc.metadata and str(doc.metadata[key]) == wanted for doc in self.documents),
+            dtype=bool,
+            count=len(self.documents),
+        )
+
+    def restricted(self, allowed: np.ndarray) -> ContextStore:
+        """A view sharing every array whose searches only return rows where ``allowed`` is True
+        (combined with this store's own restriction). Used to scope a query to its own
+        conversation, as LoCoMo's per-conversation setting asks."""
+        mask = np.asarray(allowed, dtype=bool)
+        if mask.shape != (len(self.documents),):
+            raise ValueError(f"allowed mask has shape {mask.shape}, expected ({len(self.documents)},)")
+        if self.allowed is not None:
+            mask = mask & self.allowed
+        view = copy.copy(self)
+        mask.setflags(write=False)
+        view.allowed = mask
+        return view
 
     @classmethod
     def build(

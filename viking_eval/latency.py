@@ -9,12 +9,15 @@ Batch throughput is measured separately with ``retrieve_batch`` over the same sa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from retrievers.types import Embedder, EncodeKind, Retriever
+
+T = TypeVar("T")
 
 
 class TimedEmbedder:
@@ -57,7 +60,7 @@ class LatencyReport:
         return asdict(self)
 
 
-def sample_queries(queries: Sequence[str], n: int, seed: int) -> list[str]:
+def sample_queries(queries: Sequence[T], n: int, seed: int) -> list[T]:
     """``n`` queries drawn without replacement by a seeded RNG (all of them, in order, if n >= len)."""
     if n >= len(queries):
         return list(queries)
@@ -70,34 +73,42 @@ def _ms(values: list[float], q: float) -> float:
 
 
 def measure_latency(
-    make_retriever: Callable[[Embedder], Retriever],
+    make_retriever: Callable[[Embedder, Hashable], Retriever],
     embedder: Embedder,
-    queries: Sequence[str],
+    queries: Sequence[tuple[str, Hashable]],
     *,
     top_k: int,
     n_queries: int = 100,
     warmup: int = 10,
     seed: int = 0,
 ) -> LatencyReport | None:
-    """Time ``retrieve`` one query at a time on a sample; None when the sample is empty."""
+    """Time ``retrieve`` one query at a time on a sample; None when the sample is empty.
+
+    ``queries`` are (text, scope) pairs; ``make_retriever(embedder, scope)`` gives the retriever
+    that serves a scope (scope is None when queries are not scoped). Retrievers are built before
+    timing starts."""
     sample = sample_queries(queries, n_queries, seed)
     if not sample:
         return None
     timed = TimedEmbedder(embedder)
-    retriever = make_retriever(timed)
-    for query in sample[:warmup]:
-        retriever.retrieve(query, top_k)
+    retrievers = {scope: make_retriever(timed, scope) for _, scope in sample}
+    for text, scope in sample[:warmup]:
+        retrievers[scope].retrieve(text, top_k)
     totals: list[float] = []
     encodes: list[float] = []
-    for query in sample:
+    for text, scope in sample:
         timed.elapsed = 0.0
         start = time.perf_counter()
-        retriever.retrieve(query, top_k)
+        retrievers[scope].retrieve(text, top_k)
         totals.append(time.perf_counter() - start)
         encodes.append(timed.elapsed)
     searches = [total - encode for total, encode in zip(totals, encodes, strict=True)]
+    by_scope: dict[Hashable, list[str]] = {}
+    for text, scope in sample:
+        by_scope.setdefault(scope, []).append(text)
     start = time.perf_counter()
-    retriever.retrieve_batch(sample, top_k)
+    for scope, texts in by_scope.items():
+        retrievers[scope].retrieve_batch(texts, top_k)
     batch_seconds = time.perf_counter() - start
     mean_ms = float(np.mean(totals) * 1000.0)
     return LatencyReport(

@@ -18,8 +18,8 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ class RetrieverResult:
     n_queries: int
     n_queries_without_results: int
     run_seconds: float
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> n_queries, metrics
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,14 @@ def spec_key(settings: Settings, spec: RetrieverSpec, store_key: str) -> str:
         "target": spec.target,
         "params": spec.params,
         "store": store_key,
-        "dataset": [settings.dataset.name, settings.dataset.split, settings.dataset.ignore_identical_ids],
+        "dataset": [
+            settings.dataset.name,
+            settings.dataset.path,
+            settings.dataset.split,
+            settings.dataset.ignore_identical_ids,
+            settings.dataset.scope_key,
+            settings.dataset.group_key,
+        ],
         "top_k": settings.run.top_k,
         "metrics": [metric.name for metric in settings.metrics],
         "latency": [settings.run.latency.n_queries, settings.run.latency.warmup, settings.run.latency.seed],
@@ -164,6 +172,43 @@ def _check_results(name: str, query_id: str, results: list[RetrievalResult], sto
             )
 
 
+def query_scopes(dataset: BeirDataset, scope_key: str | None) -> dict[str, str | None]:
+    """Each judged query's scope value (None for every query when there is no scope key)."""
+    if scope_key is None:
+        return dict.fromkeys(dataset.queries)
+    missing = [qid for qid, query in dataset.queries.items() if scope_key not in query.metadata]
+    if missing:
+        raise ValueError(
+            f"dataset.scope_key={scope_key!r}: {len(missing)} queries have no such metadata key "
+            f"(first: {missing[:3]}); queries of this dataset carry {sorted(next(iter(dataset.queries.values())).metadata)}"
+        )
+    return {qid: str(query.metadata[scope_key]) for qid, query in dataset.queries.items()}
+
+
+def query_groups(dataset: BeirDataset, group_key: str | None) -> dict[str, str]:
+    """Each judged query's report group (``group_key``'s metadata value, or "(none)")."""
+    if group_key is None:
+        return {}
+    return {qid: str(query.metadata.get(group_key, "(none)")) for qid, query in dataset.queries.items()}
+
+
+def group_means(per_query: dict[str, dict[str, float]], groups: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Metric means per group of queries: ``{group: {"n_queries": n, "metrics": {...}}}``."""
+    members: dict[str, list[str]] = {}
+    for query_id, group in groups.items():
+        members.setdefault(group, []).append(query_id)
+    return {
+        group: {
+            "n_queries": len(query_ids),
+            "metrics": {
+                name: math.fsum(values[qid] for qid in query_ids) / len(query_ids)
+                for name, values in per_query.items()
+            },
+        }
+        for group, query_ids in sorted(members.items())
+    }
+
+
 def run_retriever(
     settings: Settings,
     spec: RetrieverSpec,
@@ -174,31 +219,42 @@ def run_retriever(
     output_dir: Path,
 ) -> RetrieverResult:
     cls = get_class(spec.target)
+    scopes = query_scopes(dataset, settings.dataset.scope_key)
+    scoped_stores: dict[str | None, ContextStore] = {}
 
-    def make(with_embedder: Embedder) -> Retriever:
-        retriever: Retriever = cls(store, embedder=with_embedder, **spec.params)
+    def store_for(scope: Hashable) -> ContextStore:
+        if scope not in scoped_stores:
+            key = settings.dataset.scope_key
+            scoped_stores[scope] = store if key is None else store.restricted(store.metadata_mask(key, scope))
+        return scoped_stores[scope]
+
+    def make(with_embedder: Embedder, scope: Hashable) -> Retriever:
+        retriever: Retriever = cls(store_for(scope), embedder=with_embedder, **spec.params)
         return retriever
 
-    retriever = make(CachedEmbedder(embedder, cache))
-    query_ids = list(dataset.queries)
-    texts = [dataset.queries[qid].text for qid in query_ids]
+    cached_embedder = CachedEmbedder(embedder, cache)
+    by_scope: dict[str | None, list[str]] = {}
+    for query_id, scope in scopes.items():
+        by_scope.setdefault(scope, []).append(query_id)
     run: dict[str, list[RetrievalResult]] = {}
     batch = settings.run.batch_size
     start = time.perf_counter()
     with tqdm(
-        total=len(texts), desc=f"retrieve {spec.name}", unit="q", disable=_no_progress(settings)
+        total=len(scopes), desc=f"retrieve {spec.name}", unit="q", disable=_no_progress(settings)
     ) as bar:
-        for begin in range(0, len(texts), batch):
-            chunk_ids = query_ids[begin : begin + batch]
-            for query_id, results in zip(
-                chunk_ids,
-                retriever.retrieve_batch(texts[begin : begin + batch], settings.run.top_k),
-                strict=True,
-            ):
-                _check_results(spec.name, query_id, results, store)
-                run[query_id] = results
-            bar.update(len(chunk_ids))
+        for scope, scope_query_ids in by_scope.items():
+            retriever = make(cached_embedder, scope)
+            for begin in range(0, len(scope_query_ids), batch):
+                chunk_ids = scope_query_ids[begin : begin + batch]
+                texts = [dataset.queries[qid].text for qid in chunk_ids]
+                for query_id, results in zip(
+                    chunk_ids, retriever.retrieve_batch(texts, settings.run.top_k), strict=True
+                ):
+                    _check_results(spec.name, query_id, results, store_for(scope))
+                    run[query_id] = results
+                bar.update(len(chunk_ids))
     run_seconds = time.perf_counter() - start
+    run = {qid: run[qid] for qid in dataset.queries}  # dataset order, whatever the scopes
     write_trec(output_dir / "runs" / f"{spec.name}.trec", run, spec.name)
 
     evaluation = evaluate(
@@ -211,7 +267,7 @@ def run_retriever(
     report = measure_latency(
         make,
         embedder,
-        texts,
+        [(dataset.queries[qid].text, scopes[qid]) for qid in dataset.queries],
         top_k=settings.run.top_k,
         n_queries=latency_settings.n_queries,
         warmup=latency_settings.warmup,
@@ -225,6 +281,7 @@ def run_retriever(
         n_queries=evaluation.n_queries,
         n_queries_without_results=evaluation.n_queries_without_results,
         run_seconds=run_seconds,
+        groups=group_means(evaluation.per_query, query_groups(dataset, settings.dataset.group_key)),
     )
 
 

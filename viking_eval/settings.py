@@ -43,14 +43,20 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
 class DatasetSettings:
     """What the data is: a dataset name (searched in VIKING_EVAL_DATA, then datasets/) or a
     ``path``, the qrels ``split``, BEIR's ``ignore_identical_ids``, and ``strict`` (qrels naming
-    unknown documents or queries fail instead of being dropped and counted). Only query text ever
-    reaches a retriever, never query metadata."""
+    unknown documents or queries fail instead of being dropped and counted).
+
+    ``scope_key``: a query metadata key; a query only searches documents whose metadata holds the
+    same value (LoCoMo's per-conversation setting: ``conversation``). ``group_key``: a query
+    metadata key whose values split the metrics into groups in the report (e.g. LoCoMo's
+    ``category_name``). Only query text ever reaches a retriever, never query metadata."""
 
     name: str
     split: str = "test"
     path: str | None = None
     ignore_identical_ids: bool = False
     strict: bool = False
+    scope_key: str | None = None
+    group_key: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -34,6 +34,7 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
                 "n_queries": result.n_queries,
                 "n_queries_without_results": result.n_queries_without_results,
                 "run_seconds": round(result.run_seconds, 4),
+                **({"groups": result.groups} if result.groups else {}),
             }
             for result in summary.results
         },

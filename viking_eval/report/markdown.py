@@ -70,9 +70,40 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
             disable_numparse=True,
         )
     )
+    group_rows = [
+        [
+            group,
+            result.name,
+            str(entry["n_queries"]),
+            *(f"{entry['metrics'][m.name]:.4f}" for m in settings.metrics),
+        ]
+        for result in summary.results
+        for group, entry in result.groups.items()
+    ]
+    if group_rows:
+        group_rows.sort(key=lambda row: (row[0], row[1]))
+        lines += [
+            "",
+            f"## Metrics by {settings.dataset.group_key}",
+            "",
+            tabulate(
+                group_rows,
+                headers=[
+                    settings.dataset.group_key or "group",
+                    "retriever",
+                    "queries",
+                    *(m.name for m in settings.metrics),
+                ],
+                tablefmt="github",
+                disable_numparse=True,
+            ),
+        ]
+    scope = settings.dataset.scope_key
     lines += [
         "",
         "## Data",
+        "",
+        f"- setting: {'each query searches only documents with its own `' + scope + '`' if scope else 'one pooled corpus'}",
         "",
         *(f"- {key.replace('_', ' ')}: {value}" for key, value in issues.items()),
         "",
