@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from filelock import FileLock
@@ -145,11 +146,21 @@ class ArtifactCache:
         return vectors
 
 
-_MEMO: dict[str, np.ndarray] = {}
+_MEMO: dict[str, Any] = {}
 
 
 def clear_memo() -> None:
+    """Forget everything memoised in this process (embeddings and loaded stores)."""
     _MEMO.clear()
+
+
+def memo_get(key: str) -> Any:
+    """An object loaded earlier in this process under a content key, or None."""
+    return _MEMO.get(key)
+
+
+def memo_put(key: str, value: Any) -> None:
+    _MEMO[key] = value
 
 
 def _write_manifest(folder: Path, kind: str, key: str) -> None:

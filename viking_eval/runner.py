@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from retrievers.store import ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import io
-from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key
+from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.data import BeirDataset, load_dataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.latency import measure_latency
@@ -108,6 +108,11 @@ class StoreLoader:
         self.info: dict[str, Any] = {"store_key": self.key, "embedder": embedder.name}
 
     def get(self) -> ContextStore:
+        if self._store is None and memo_get(self.key) is not None:
+            # loaded by an earlier job of this process (Hydra's basic launcher runs a sweep in one process)
+            self._store = memo_get(self.key)
+            self.info.update(store_built_now=False, store_ready_seconds=0.0, store_from_memory=True)
+            self.info["store_build_seconds"] = self._store.build_seconds
         if self._store is None:
             builds_before = self.cache.builds
             start = time.perf_counter()
@@ -123,6 +128,7 @@ class StoreLoader:
 
             folder = self.cache.get_or_build("stores", self.key, build)
             self._store = ContextStore.load(folder)
+            memo_put(self.key, self._store)
             self.info.update(
                 store_folder=str(folder),
                 store_built_now=self.cache.builds > builds_before,
@@ -303,6 +309,23 @@ def _load_finished(path: Path, key: str) -> RetrieverResult | None:
     return RetrieverResult(**saved)
 
 
+def _embedder_for(
+    settings: Settings, dataset: BeirDataset, embedder_factory: Callable[[], Embedder] | None
+) -> Embedder:
+    """The run's embedder, fitted when it learns from the corpus; memoised per process by its
+    config and the corpus, so sweep jobs neither refit TF-IDF nor reload a model."""
+    if embedder_factory is not None:
+        return prepare_embedder(embedder_factory(), dataset)
+    key = content_key(
+        ["embedder", json.dumps(settings.embedder, sort_keys=True, default=str), corpus_key(dataset)]
+    )
+    embedder = memo_get(key)
+    if embedder is None:
+        embedder = prepare_embedder(instantiate(settings.embedder), dataset)
+        memo_put(key, embedder)
+    return embedder
+
+
 def run_experiment(
     settings: Settings,
     output_dir: Path,
@@ -318,9 +341,7 @@ def run_experiment(
     dataset = load_dataset(
         settings.dataset.path or settings.dataset.name, settings.dataset.split, strict=settings.dataset.strict
     )
-    embedder = prepare_embedder(
-        embedder_factory() if embedder_factory else instantiate(settings.embedder), dataset
-    )
+    embedder = _embedder_for(settings, dataset, embedder_factory)
     stores = StoreLoader(settings, dataset, embedder, cache)
     results = []
     for spec in settings.retrievers:
