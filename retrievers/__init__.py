@@ -8,6 +8,7 @@ from retrievers.baselines import BM25Retriever, DenseRetriever
 from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
 from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.store import BM25Config, ContextStore, StoreConfig
+from retrievers.tuned import TunedFileError, load_tuned
 from retrievers.types import (
     ContextNode,
     Document,
@@ -37,4 +38,6 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "StoreConfig",
     "TfidfEmbedder",
+    "TunedFileError",
+    "load_tuned",
 ]

@@ -1,0 +1,160 @@
+"""Export a tuned retriever for production: ``python -m viking_eval.export <run or sweep folder> --name <name>``.
+
+Writes ``experiments/tuned/<name>.yaml``: retriever class and parameters, embedder class,
+parameters and name (model id + weights fingerprint), store settings, the dataset and split it
+was tuned on with its metrics, the held-out evaluation when the sweep made one (``best.yaml``),
+git sha and date. ``retrievers.load_tuned`` reads it without hydra or viking_eval.
+
+From a run folder the retriever is ``--retriever`` or the best one by ``--metric``; from a sweep
+folder it is the job chosen in ``best.yaml`` or, without one, the best job by ``--metric``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import retrievers
+from retrievers.tuned import TUNED_FORMAT
+from viking_eval import io
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class ExportError(ValueError):
+    """A folder that cannot be exported; the message says what is missing."""
+
+
+def _short_class(target: str, what: str) -> str:
+    short = target.rsplit(".", 1)[-1]
+    if not target.startswith("retrievers.") or short not in retrievers.__all__:
+        raise ExportError(
+            f"{what} {target!r} is not a class of the retrievers public API; it cannot be exported"
+        )
+    return short
+
+
+def _best(candidates: list[tuple[str, float]], metric: str, where: Path) -> str:
+    if not candidates:
+        raise ExportError(f"{where}: no result holds metric {metric!r}")
+    return sorted(candidates, key=lambda pair: (-pair[1], pair[0]))[0][0]
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / "metrics.json").is_file() and (folder / "config.yaml").is_file()
+
+
+def choose(folder: Path, retriever: str | None, metric: str) -> tuple[Path, str, dict[str, Any] | None]:
+    """(run folder, retriever name, best.yaml content or None) for a run or sweep folder."""
+    if _is_run(folder):
+        document = io.read_json(folder / "metrics.json")
+        names = list(document["retrievers"])
+        if retriever is not None:
+            if retriever not in names:
+                raise ExportError(f"{folder}: no retriever {retriever!r}; the run has {names}")
+            return folder, retriever, None
+        scored = [
+            (name, entry["metrics"][metric])
+            for name, entry in document["retrievers"].items()
+            if metric in entry["metrics"]
+        ]
+        return folder, _best(scored, metric, folder), None
+    best_path = folder / "best.yaml"
+    if best_path.is_file():
+        best = yaml.safe_load(best_path.read_text(encoding="utf-8"))
+        return folder / str(best["job"]), retriever or str(best["retriever"]), best
+    jobs = sorted(path for path in folder.iterdir() if path.is_dir() and _is_run(path))
+    if not jobs:
+        raise ExportError(
+            f"{folder} is neither a run folder (metrics.json + config.yaml) nor a sweep with finished jobs"
+        )
+    scored = []
+    for job in jobs:
+        for name, entry in io.read_json(job / "metrics.json")["retrievers"].items():
+            if (retriever is None or name == retriever) and metric in entry["metrics"]:
+                scored.append((f"{job.name}/{name}", entry["metrics"][metric]))
+    job_name, name = _best(scored, metric, folder).split("/", 1)
+    return folder / job_name, name, None
+
+
+def tuned_document(run_dir: Path, retriever: str, name: str, best: dict[str, Any] | None) -> dict[str, Any]:
+    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    metrics = io.read_json(run_dir / "metrics.json")
+    environment = (
+        io.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
+    )
+    retriever_cfg = dict(config["retrievers"][retriever])
+    embedder_cfg = dict(config["embedder"])
+    provenance: dict[str, Any] = {
+        "source": str(run_dir),
+        "dataset": metrics["dataset"],
+        "tuned_on": {"split": metrics["split"], "metrics": metrics["retrievers"][retriever]["metrics"]},
+        "git": environment.get("git"),
+        "exported": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if best is not None:
+        provenance["tuned_on"] = best.get("tuned_on", provenance["tuned_on"])
+        if "evaluated_on" in best:
+            provenance["evaluated_on"] = best["evaluated_on"]
+        if "default_on_test" in best:
+            provenance["default_evaluated_on"] = best["default_on_test"]
+    return {
+        "format": TUNED_FORMAT,
+        "name": name,
+        "retriever": {
+            "class": _short_class(retriever_cfg.pop("_target_"), f"retrievers.{retriever}"),
+            "params": retriever_cfg,
+        },
+        "embedder": {
+            "class": _short_class(embedder_cfg.pop("_target_"), "embedder"),
+            "params": embedder_cfg,
+            "name": environment.get("embedder"),
+        },
+        "store": config.get("store") or {},
+        "provenance": provenance,
+    }
+
+
+def export(
+    folder: Path,
+    name: str,
+    *,
+    retriever: str | None = None,
+    metric: str = "nDCG@10",
+    out_dir: Path | None = None,
+) -> Path:
+    run_dir, chosen, best = choose(folder, retriever, metric)
+    document = tuned_document(run_dir, chosen, name, best)
+    target = (out_dir or REPO_ROOT / "experiments" / "tuned") / f"{name}.yaml"
+    io.write_text(target, yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m viking_eval.export", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("folder", type=Path, help="a run folder or a multirun (sweep) folder")
+    parser.add_argument("--name", required=True, help="file name under experiments/tuned/")
+    parser.add_argument("--retriever", help="retriever name in the run (default: best by --metric)")
+    parser.add_argument("--metric", default="nDCG@10", help="metric that picks the best (default nDCG@10)")
+    parser.add_argument("--out-dir", type=Path, help="default: experiments/tuned in the repository")
+    args = parser.parse_args(argv)
+    try:
+        path = export(
+            args.folder, args.name, retriever=args.retriever, metric=args.metric, out_dir=args.out_dir
+        )
+    except (ExportError, OSError, KeyError) as error:
+        print(f"export failed: {error}", file=sys.stderr)
+        return 2
+    print(f"tuned retriever written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
