@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
 
 from viking_eval import runner
@@ -144,6 +145,14 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
     assert rows[0]["nDCG@10"] != rows[2]["nDCG@10"]  # k1 changes BM25
     assert rows[1]["nDCG@10"] == rows[3]["nDCG@10"]  # and not dense
     assert "store.bm25.k1" in (sweep_dir / "sweep.md").read_text()
+    best = yaml.safe_load((sweep_dir / "best.yaml").read_text())
+    assert best["objective"] == "bm25.nDCG@10"  # the swept store parameter feeds BM25; first metric
+    tuned = {row["job"]: float(row["nDCG@10"]) for row in rows if row["retriever"] == "bm25"}
+    assert best["job"] == max(tuned, key=lambda job: (tuned[job], -int(job)))
+    assert best["tuned_on"]["split"] == "test[tune half]"  # ADI has one split: tune on a seeded half
+    assert best["evaluated_on"]["split"] == "test[holdout half]"
+    assert best["overrides"] == {"store.bm25.k1": rows[2 * int(best["job"])]["store.bm25.k1"]}
+    assert 0 <= best["best_vs_default"]["p_value"] <= 1
     marker = sweep_dir / "0" / "results" / "bm25.json"
     before = marker.stat().st_mtime_ns
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from viking_eval.report import summary_table
@@ -25,8 +26,14 @@ def main(cfg: DictConfig) -> dict[str, dict[str, float]]:
     except ConfigError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         sys.exit(2)
-    output_dir = Path(HydraConfig.get().runtime.output_dir)
-    summary = run_experiment(settings, output_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    # jobs of a sweep or study evaluate the tuning split; the chosen one is evaluated on the
+    # reported split when the sweep ends (viking_eval/sweep.py)
+    phase = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
+    summary = run_experiment(
+        settings, output_dir, config_yaml=OmegaConf.to_yaml(cfg, resolve=True), phase=phase
+    )
     print(f"\n{settings.name}: {summary.dataset} ({summary.split}), {summary.results[0].n_queries} queries")
     print(summary_table(summary, settings, fmt="simple"))
     print(f"\nreport: {output_dir}/report.md")

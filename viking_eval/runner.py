@@ -30,12 +30,13 @@ from retrievers.store import ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import io
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
-from viking_eval.data import BeirDataset, load_dataset
+from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
 from viking_eval.report import write_outputs
 from viking_eval.settings import RetrieverSpec, Settings
+from viking_eval.splits import Phase, load_for_phase
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ class RunSummary:
     split: str
     results: list[RetrieverResult]
     data_issues: dict[str, int]
+    phase: str = "report"
+    tuned_on_reported_split: bool = False
 
     def metrics(self) -> dict[str, dict[str, float]]:
         return {result.name: result.metrics for result in self.results}
@@ -138,7 +141,7 @@ class StoreLoader:
         return self._store
 
 
-def spec_key(settings: Settings, spec: RetrieverSpec, store_key: str) -> str:
+def spec_key(settings: Settings, spec: RetrieverSpec, store_key: str, split_label: str) -> str:
     """What determines a retriever's results: class, parameters, store, run settings."""
     payload = {
         "target": spec.target,
@@ -147,7 +150,7 @@ def spec_key(settings: Settings, spec: RetrieverSpec, store_key: str) -> str:
         "dataset": [
             settings.dataset.name,
             settings.dataset.path,
-            settings.dataset.split,
+            split_label,
             settings.dataset.ignore_identical_ids,
             settings.dataset.scope_key,
             settings.dataset.group_key,
@@ -332,20 +335,29 @@ def run_experiment(
     *,
     embedder_factory: Callable[[], Embedder] | None = None,
     config_yaml: str = "",
+    phase: Phase = "report",
 ) -> RunSummary:
-    """Run every configured retriever and write the run folder; returns the summary."""
+    """Run every configured retriever and write the run folder; returns the summary.
+    ``phase``: ``report`` (a single run: the configured split), ``tune`` (a sweep job: the
+    tuning split), ``final`` (the chosen configuration after a sweep); see splits.py."""
     output_dir.mkdir(parents=True, exist_ok=True)
     if config_yaml:
         io.write_text(output_dir / "config.yaml", config_yaml)
     cache = ArtifactCache(Path(settings.cache_dir) if settings.cache_dir else None)
-    dataset = load_dataset(
-        settings.dataset.path or settings.dataset.name, settings.dataset.split, strict=settings.dataset.strict
+    dataset, split_choice = load_for_phase(
+        settings.dataset.path or settings.dataset.name,
+        phase,
+        split=settings.dataset.split,
+        tune_split=settings.dataset.tune_split,
+        strict=settings.dataset.strict,
+        partition_key=settings.dataset.partition_key,
+        partition_seed=settings.dataset.partition_seed,
     )
     embedder = _embedder_for(settings, dataset, embedder_factory)
     stores = StoreLoader(settings, dataset, embedder, cache)
     results = []
     for spec in settings.retrievers:
-        key = spec_key(settings, spec, stores.key)
+        key = spec_key(settings, spec, stores.key, dataset.split)
         marker = output_dir / "results" / f"{spec.name}.json"
         finished = _load_finished(marker, key) if settings.run.resume else None
         if finished is not None:
@@ -361,6 +373,8 @@ def run_experiment(
         split=dataset.split,
         results=results,
         data_issues=dataset.issues.as_dict(),
+        phase=phase,
+        tuned_on_reported_split=split_choice.on_reported_split,
     )
     environment = collect_environment(
         {

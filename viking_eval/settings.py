@@ -48,7 +48,10 @@ class DatasetSettings:
     ``scope_key``: a query metadata key; a query only searches documents whose metadata holds the
     same value (LoCoMo's per-conversation setting: ``conversation``). ``group_key``: a query
     metadata key whose values split the metrics into groups in the report (e.g. LoCoMo's
-    ``category_name``). Only query text ever reaches a retriever, never query metadata."""
+    ``category_name``). Only query text ever reaches a retriever, never query metadata.
+
+    ``tune_split``, ``partition_key``, ``partition_seed``: which queries sweeps and studies
+    evaluate (see viking_eval/splits.py); single runs always evaluate ``split``."""
 
     name: str
     split: str = "test"
@@ -57,6 +60,9 @@ class DatasetSettings:
     strict: bool = False
     scope_key: str | None = None
     group_key: str | None = None
+    tune_split: str | None = "auto"
+    partition_key: str | None = None
+    partition_seed: int = 0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -165,7 +171,7 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-TOP_LEVEL_KEYS = {"name", "dataset", "embedder", "store", "retrievers", "run", "cache_dir", "show_progress"}
+TOP_LEVEL_KEYS = {"name", "dataset", "embedder", "store", "retrievers", "run", "cache_dir", "show_progress", "sweep"}
 
 
 def load_settings(cfg: DictConfig) -> Settings:

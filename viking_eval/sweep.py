@@ -34,7 +34,11 @@ def _override_pairs(job_dir: Path) -> dict[str, str]:
 def collect_sweep(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     """Rows of every finished job below ``sweep_dir`` (jobs are numbered sub-folders)."""
     jobs = sorted(
-        (path for path in sweep_dir.iterdir() if path.is_dir() and (path / "metrics.json").is_file()),
+        (
+            path
+            for path in sweep_dir.iterdir()
+            if path.is_dir() and (path / ".hydra").is_dir() and (path / "metrics.json").is_file()
+        ),
         key=lambda path: (len(path.name), path.name),
     )
     override_keys: list[str] = []
@@ -95,7 +99,16 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        if sweep_dir.is_dir():
-            path = write_sweep_summary(sweep_dir)
-            if path is not None:
-                print(f"sweep summary: {path} and {path.with_suffix('.md')}")
+        if not sweep_dir.is_dir():
+            return
+        path = write_sweep_summary(sweep_dir)
+        if path is None:
+            return
+        print(f"sweep summary: {path} and {path.with_suffix('.md')}")
+        sweep_cfg = config.get("sweep") or {}
+        if sweep_cfg.get("evaluate_best", True):
+            from viking_eval.best import write_best  # imports the runner: only when needed
+
+            override_keys, rows = collect_sweep(sweep_dir)
+            best = write_best(sweep_dir, config, rows, override_keys)
+            print(f"best configuration, evaluated once on the reported split: {best}")

@@ -27,6 +27,8 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
         "split": summary.split,
         "n_queries": n_queries,
         "data_issues": summary.data_issues,
+        "phase": summary.phase,
+        "tuned_on_reported_split": summary.tuned_on_reported_split,
         "retrievers": {
             result.name: {
                 "metrics": result.metrics,

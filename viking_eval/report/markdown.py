@@ -40,6 +40,14 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
     lines = [
         f"# {settings.name}: {summary.dataset} ({summary.split})",
         "",
+        *(
+            [
+                "> **Warning: tuned on the reported split.** Scores of a sweep evaluated on the split it reports overfit it.",
+                "",
+            ]
+            if summary.tuned_on_reported_split
+            else []
+        ),
         f"{n_queries} judged queries evaluated; {issues.get('unjudged_queries', 0)} queries without judgments "
         f"in this split were excluded. Run depth top_k = {settings.run.top_k}. Latency: one query at a time "
         f"on {settings.run.latency.n_queries} sampled queries after {settings.run.latency.warmup} warm-up queries.",

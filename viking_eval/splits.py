@@ -1,0 +1,116 @@
+"""Tune on one split, report on another.
+
+A sweep or study evaluates every job on the *tuning* split; the chosen configuration is then
+evaluated once on the reported split. ``dataset.tune_split``:
+
+- a split name (``train``, ``dev``): that qrels file;
+- ``auto`` (default): ``train`` if the dataset has it, else ``dev``, else ``partition``;
+- ``partition``: the reported split's queries are divided in two halves by a seeded hash of
+  ``partition_key`` (a query metadata key such as LoCoMo's ``conversation``, so that whole
+  conversations fall on one side) or of the query id; sweeps see the ``tune`` half, the final
+  evaluation the ``holdout`` half;
+- ``null`` or the reported split itself: tuning on the reported split. Allowed, but it overfits
+  that split: a warning is printed and the report is marked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from viking_eval.data import BeirDataset, load_dataset, resolve_dataset
+
+log = logging.getLogger(__name__)
+
+Phase = Literal["report", "tune", "final"]
+
+
+@dataclass(frozen=True)
+class SplitChoice:
+    """Which qrels split a phase evaluates, and which half of its queries (None = all)."""
+
+    split: str
+    half: Literal["tune", "holdout"] | None = None
+    on_reported_split: bool = False  # tuning evaluates the split that is reported: overfits it
+
+    @property
+    def label(self) -> str:
+        return self.split if self.half is None else f"{self.split}[{self.half} half]"
+
+
+def available_splits(folder: Path) -> list[str]:
+    return sorted(path.stem for path in (folder / "qrels").glob("*.tsv"))
+
+
+def choose_split(
+    folder: Path, phase: Phase, *, split: str, tune_split: str | None, partition_key: str | None = None
+) -> SplitChoice:
+    """The split a ``phase`` evaluates: ``report`` (a single run) -> ``split``; ``tune`` (a sweep
+    job) -> the tuning split; ``final`` (the chosen configuration after a sweep) -> ``split``,
+    or its holdout half when tuning used the other half."""
+    if phase == "report":
+        return SplitChoice(split)
+    resolved = tune_split
+    if resolved == "auto":
+        splits = available_splits(folder)
+        resolved = next((name for name in ("train", "dev") if name in splits and name != split), "partition")
+    if phase == "final":
+        return SplitChoice(split, "holdout" if resolved == "partition" else None)
+    if resolved == "partition":
+        return SplitChoice(split, "tune")
+    if resolved is None or resolved == split:
+        return SplitChoice(split, None, on_reported_split=True)
+    return SplitChoice(resolved)
+
+
+def _rank(seed: int, value: str) -> str:
+    return hashlib.sha256(f"{seed}:{value}".encode()).hexdigest()
+
+
+def take_half(
+    dataset: BeirDataset, half: Literal["tune", "holdout"], *, key: str | None, seed: int
+) -> BeirDataset:
+    """The queries (and their judgments) of one half of a seeded partition. Groups (values of
+    ``key``, or single query ids) are ordered by sha256(seed, group); the first ceil(n/2) groups
+    form the ``tune`` half."""
+    group_of = {
+        qid: (str(query.metadata.get(key, qid)) if key is not None else qid)
+        for qid, query in dataset.queries.items()
+    }
+    groups = sorted(set(group_of.values()), key=lambda group: (_rank(seed, group), group))
+    tune_groups = set(groups[: (len(groups) + 1) // 2])
+    keep = [qid for qid in dataset.queries if (group_of[qid] in tune_groups) == (half == "tune")]
+    return dataclasses.replace(
+        dataset,
+        split=f"{dataset.split}[{half} half]",
+        queries={qid: dataset.queries[qid] for qid in keep},
+        qrels={qid: dataset.qrels[qid] for qid in keep},
+    )
+
+
+def load_for_phase(
+    name_or_path: str,
+    phase: Phase,
+    *,
+    split: str,
+    tune_split: str | None,
+    strict: bool = False,
+    partition_key: str | None = None,
+    partition_seed: int = 0,
+) -> tuple[BeirDataset, SplitChoice]:
+    choice = choose_split(
+        resolve_dataset(name_or_path), phase, split=split, tune_split=tune_split, partition_key=partition_key
+    )
+    if choice.on_reported_split:
+        log.warning(
+            "tuning on the reported split %r overfits it; set dataset.tune_split (e.g. train, dev or partition)",
+            split,
+        )
+    dataset = load_dataset(name_or_path, choice.split, strict=strict)
+    if choice.half is not None:
+        dataset = take_half(dataset, choice.half, key=partition_key, seed=partition_seed)
+    return dataset, choice
