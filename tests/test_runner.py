@@ -144,7 +144,11 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
     ]
     assert rows[0]["nDCG@10"] != rows[2]["nDCG@10"]  # k1 changes BM25
     assert rows[1]["nDCG@10"] == rows[3]["nDCG@10"]  # and not dense
-    assert "store.bm25.k1" in (sweep_dir / "sweep.md").read_text()
+    sweep_md = (sweep_dir / "sweep.md").read_text()
+    assert "store.bm25.k1" in sweep_md
+    assert "(plot_bm25_nDCG_10_vs_store_bm25_k1.png)" in sweep_md
+    assert (sweep_dir / "plot_bm25_nDCG_10_vs_store_bm25_k1.png").read_bytes()[:4] == b"\x89PNG"
+    assert (sweep_dir / "pareto_bm25_nDCG_10.png").is_file()
     best = yaml.safe_load((sweep_dir / "best.yaml").read_text())
     assert best["objective"] == "bm25.nDCG@10"  # the swept store parameter feeds BM25; first metric
     tuned = {row["job"]: float(row["nDCG@10"]) for row in rows if row["retriever"] == "bm25"}
@@ -170,3 +174,11 @@ def test_cli_rejects_bad_parameter_with_range(data_env: Path, tmp_path: Path) ->
     )
     assert done.returncode == 2
     assert "top_k must be in [1, 10000]" in done.stderr
+
+
+def test_pareto_front_by_hand() -> None:
+    from viking_eval.report.sweep_plots import pareto_front
+
+    # (quality, latency): b dominates a; c is faster but worse; d is dominated by b
+    points = [(0.5, 10.0), (0.6, 8.0), (0.4, 2.0), (0.55, 9.0)]
+    assert pareto_front(points) == [1, 2]

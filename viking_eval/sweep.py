@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from tabulate import tabulate
 
 from viking_eval import io
+from viking_eval.report.sweep_plots import sweep_plots
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,10 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
         tablefmt="github",
         disable_numparse=True,
     )
-    io.write_text(sweep_dir / "sweep.md", f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n")
+    swept = [key for key in override_keys if len({row.get(key) for row in rows}) > 1]
+    plots = sweep_plots(sweep_dir, rows, swept, metric_keys[0]) if swept and metric_keys else []
+    links = "\n".join(f"![{path.stem}]({path.name})" for path in plots)
+    io.write_text(sweep_dir / "sweep.md", f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n\n{links}\n")
     return sweep_dir / "sweep.csv"
 
 
