@@ -100,7 +100,7 @@ def write_best(
             "split": best_final.split,
             "metrics": best_final.metrics()[retriever],
         },
-        "default_on_test": {"split": default_final.split, "metrics": default_final.metrics()[retriever]},
+        "default_evaluated_on": {"split": default_final.split, "metrics": default_final.metrics()[retriever]},
         "best_vs_default": _paired(best_final, default_final, retriever, metric),
     }
     path = sweep_dir / "best.yaml"

@@ -101,8 +101,8 @@ def tuned_document(run_dir: Path, retriever: str, name: str, best: dict[str, Any
         provenance["tuned_on"] = best.get("tuned_on", provenance["tuned_on"])
         if "evaluated_on" in best:
             provenance["evaluated_on"] = best["evaluated_on"]
-        if "default_on_test" in best:
-            provenance["default_evaluated_on"] = best["default_on_test"]
+        if "default_evaluated_on" in best:
+            provenance["default_evaluated_on"] = best["default_evaluated_on"]
     return {
         "format": TUNED_FORMAT,
         "name": name,
