@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from retrievers.hierarchy import ContextTree, HierarchyConfig, build_tree
 from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.types import Document, Embedder
 
@@ -57,6 +58,8 @@ class StoreConfig:
     """How a corpus is indexed. Changing any of it rebuilds the store (once)."""
 
     bm25: BM25Config = field(default_factory=BM25Config)
+    #: context tree (retrievers/hierarchy.py); None = no tree
+    hierarchy: HierarchyConfig | None = None
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> StoreConfig:
@@ -64,10 +67,19 @@ class StoreConfig:
         _reject_unknown(cls, values, "store")
         bm25 = dict(values.get("bm25") or {})
         _reject_unknown(BM25Config, bm25, "store.bm25")
-        return cls(bm25=BM25Config(**bm25))
+        hierarchy = values.get("hierarchy")
+        return cls(
+            bm25=BM25Config(**bm25),
+            hierarchy=None if hierarchy is None else HierarchyConfig.from_dict(hierarchy),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def input_files(self, source_folder: Path | None) -> list[Path]:
+        """Files a build reads besides the corpus (e.g. the tree's summaries file); their content
+        belongs in the store's cache key."""
+        return [] if self.hierarchy is None else self.hierarchy.input_files(source_folder)
 
 
 class ContextStore:
@@ -100,6 +112,8 @@ class ContextStore:
         self.build_seconds = dict(build_seconds or {})
         #: rows a search may return (None = all); set on views made by ``restricted``
         self.allowed: np.ndarray | None = None
+        #: the context tree (hierarchy.py), None when ``config.hierarchy`` is None
+        self.tree: ContextTree | None = None
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -139,8 +153,10 @@ class ContextStore:
         config: StoreConfig | None = None,
         *,
         show_progress: bool = False,
+        source_folder: Path | None = None,
     ) -> ContextStore:
-        """Embed and index ``documents`` (title and text joined as BEIR does)."""
+        """Embed and index ``documents`` (title and text joined as BEIR does). ``source_folder``
+        is the dataset folder, where components find extra files (the tree's summaries)."""
         config = config or StoreConfig()
         ordered = sorted(documents, key=lambda doc: doc.id)
         if not ordered:
@@ -164,9 +180,18 @@ class ContextStore:
             show_progress=show_progress,
         )
         seconds["bm25"] = time.perf_counter() - start
-        return cls(
+        tree = None
+        if config.hierarchy is not None:
+            start = time.perf_counter()
+            tree = build_tree(ordered, embeddings, embedder, config.hierarchy, source_folder=source_folder)
+            seconds["hierarchy"] = time.perf_counter() - start
+        store = cls(
             ordered, embeddings, bm25, embedder_name=embedder.name, config=config, build_seconds=seconds
         )
+        if tree is not None:
+            tree.leaf_rows(store.row_of)  # every leaf names a document of the store
+            store.tree = tree
+        return store
 
     def save(self, folder: Path) -> None:
         """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files."""
@@ -186,6 +211,8 @@ class ContextStore:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         np.save(folder / "embeddings.npy", np.ascontiguousarray(self.embeddings), allow_pickle=False)
         self.bm25.save(folder / "bm25")
+        if self.tree is not None:
+            self.tree.save(folder / "tree")
 
     @classmethod
     def load(cls, folder: Path, *, mmap: bool = True) -> ContextStore:
@@ -206,7 +233,7 @@ class ContextStore:
                 )
         embeddings = np.load(folder / "embeddings.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
         bm25 = BM25Index.load(folder / "bm25", mmap=mmap)
-        return cls(
+        store = cls(
             documents,
             embeddings,
             bm25,
@@ -214,3 +241,8 @@ class ContextStore:
             config=StoreConfig.from_dict(meta["config"]),
             build_seconds=meta.get("build_seconds"),
         )
+        if (folder / "tree").is_dir():
+            tree = ContextTree.load(folder / "tree", mmap=mmap)
+            tree.leaf_rows(store.row_of)
+            store.tree = tree
+        return store

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from retrievers.store import ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import io
-from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
+from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, file_sha256, memo_get, memo_put
 from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.latency import measure_latency
@@ -105,6 +105,13 @@ class StoreLoader:
                 corpus_key(dataset),
                 embedder.name,
                 json.dumps(settings.store.to_dict(), sort_keys=True),
+                # files a store component reads besides the corpus (e.g. tree summaries); none
+                # for most stores, which keeps their keys as they were
+                *(
+                    f"{path.name}:{file_sha256(path)}"
+                    for path in settings.store.input_files(dataset.folder)
+                    if path.is_file()
+                ),
             ]
         )
         self._store: ContextStore | None = None
@@ -126,6 +133,7 @@ class StoreLoader:
                     CachedEmbedder(self.embedder, self.cache),
                     self.settings.store,
                     show_progress=bool(self.settings.show_progress),
+                    source_folder=self.dataset.folder,
                 )
                 store.save(folder)
 
