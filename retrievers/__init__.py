@@ -7,7 +7,10 @@ or viking_eval (a test enforces it), and sentence-transformers/torch load only w
 from retrievers.baselines import BM25Retriever, DenseRetriever
 from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
 from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.multi_strategy import MultiStrategyRetriever
+from retrievers.query_analysis import QueryAnalyzer
 from retrievers.store import BM25Config, ContextStore, StoreConfig
+from retrievers.timeparse import TimestampConfig
 from retrievers.tuned import TunedFileError, load_tuned
 from retrievers.types import (
     ContextNode,
@@ -32,12 +35,15 @@ __all__ = [
     "EdgeContext",
     "Embedder",
     "ExactVectorIndex",
+    "MultiStrategyRetriever",
+    "QueryAnalyzer",
     "Reranker",
     "RetrievalResult",
     "Retriever",
     "SentenceTransformerEmbedder",
     "StoreConfig",
     "TfidfEmbedder",
+    "TimestampConfig",
     "TunedFileError",
     "load_tuned",
 ]

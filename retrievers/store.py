@@ -23,6 +23,7 @@ import numpy as np
 
 from retrievers.hierarchy import ContextTree, HierarchyConfig, build_tree
 from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.timeparse import DocumentTimes, TimestampConfig
 from retrievers.types import Document, Embedder
 
 STORE_FORMAT = 1
@@ -60,6 +61,8 @@ class StoreConfig:
     bm25: BM25Config = field(default_factory=BM25Config)
     #: context tree (retrievers/hierarchy.py); None = no tree
     hierarchy: HierarchyConfig | None = None
+    #: document times parsed at build (retrievers/timeparse.py); None = none parsed
+    timestamps: TimestampConfig | None = field(default_factory=TimestampConfig)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> StoreConfig:
@@ -68,9 +71,11 @@ class StoreConfig:
         bm25 = dict(values.get("bm25") or {})
         _reject_unknown(BM25Config, bm25, "store.bm25")
         hierarchy = values.get("hierarchy")
+        timestamps = values.get("timestamps", {})
         return cls(
             bm25=BM25Config(**bm25),
             hierarchy=None if hierarchy is None else HierarchyConfig.from_dict(hierarchy),
+            timestamps=None if timestamps is None else TimestampConfig.from_dict(timestamps),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +119,8 @@ class ContextStore:
         self.allowed: np.ndarray | None = None
         #: the context tree (hierarchy.py), None when ``config.hierarchy`` is None
         self.tree: ContextTree | None = None
+        #: epoch seconds per row and the parse report (timeparse.py); None when ``config.timestamps`` is None
+        self.timestamps: DocumentTimes | None = None
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -191,6 +198,10 @@ class ContextStore:
         if tree is not None:
             tree.leaf_rows(store.row_of)  # every leaf names a document of the store
             store.tree = tree
+        if config.timestamps is not None:
+            start = time.perf_counter()
+            store.timestamps = DocumentTimes.build(ordered, config.timestamps)
+            store.build_seconds["timestamps"] = time.perf_counter() - start
         return store
 
     def save(self, folder: Path) -> None:
@@ -213,6 +224,8 @@ class ContextStore:
         self.bm25.save(folder / "bm25")
         if self.tree is not None:
             self.tree.save(folder / "tree")
+        if self.timestamps is not None:
+            self.timestamps.save(folder / "timestamps")
 
     @classmethod
     def load(cls, folder: Path, *, mmap: bool = True) -> ContextStore:
@@ -245,4 +258,6 @@ class ContextStore:
             tree = ContextTree.load(folder / "tree", mmap=mmap)
             tree.leaf_rows(store.row_of)
             store.tree = tree
+        if (folder / "timestamps").is_dir():
+            store.timestamps = DocumentTimes.load(folder / "timestamps", len(documents), mmap=mmap)
         return store

@@ -146,6 +146,8 @@ class StoreLoader:
                 store_ready_seconds=round(time.perf_counter() - start, 3),
                 store_build_seconds=self._store.build_seconds,
             )
+        if self._store.timestamps is not None:  # parsed/missing/unparseable counts (timeparse.py)
+            self.info["timestamps"] = self._store.timestamps.report
         return self._store
 
 
