@@ -51,6 +51,7 @@ class RetrieverResult:
     n_queries_without_results: int
     run_seconds: float
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> n_queries, metrics
+    stats: dict[str, Any] = field(default_factory=dict)  # provenance_stats(): per-query retriever stats
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,38 @@ def group_means(per_query: dict[str, dict[str, float]], groups: dict[str, str]) 
     }
 
 
+def provenance_stats(run: dict[str, list[RetrievalResult]]) -> dict[str, Any]:
+    """What a retriever says about its own work per query, summarised over the run.
+
+    A retriever may put a mapping in ``provenance["stats"]`` of its results (the same for every
+    result of a query: directories popped and nodes scored for the hierarchical retriever, edges
+    followed for the graph retriever, ...). Numeric fields become their mean over the queries
+    that carry stats, string fields a count per value; ``n_queries`` says how many queries that
+    was (a query with no results carries none). Empty when no result has stats."""
+    numbers: dict[str, list[float]] = {}
+    labels: dict[str, dict[str, int]] = {}
+    n_queries = 0
+    for results in run.values():
+        stats = results[0].provenance.get("stats") if results else None
+        if not isinstance(stats, dict):
+            continue
+        n_queries += 1
+        for key, value in stats.items():
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                continue
+            if isinstance(value, str):
+                counts = labels.setdefault(key, {})
+                counts[value] = counts.get(value, 0) + 1
+            elif math.isfinite(value):
+                numbers.setdefault(key, []).append(float(value))
+    if not n_queries:
+        return {}
+    summary: dict[str, Any] = {"n_queries": n_queries}
+    summary.update({key: math.fsum(values) / len(values) for key, values in numbers.items()})
+    summary.update({key: dict(sorted(counts.items())) for key, counts in labels.items()})
+    return summary
+
+
 def run_retriever(
     settings: Settings,
     spec: RetrieverSpec,
@@ -301,6 +334,7 @@ def run_retriever(
         n_queries_without_results=evaluation.n_queries_without_results,
         run_seconds=run_seconds,
         groups=group_means(evaluation.per_query, query_groups(dataset, settings.dataset.group_key)),
+        stats=provenance_stats(run),
     )
 
 

@@ -59,6 +59,15 @@ def collect_sweep(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
                     "retriever": name,
                     **entry["metrics"],
                     **{key: latency.get(key) for key in LATENCY_COLUMNS},
+                    # numeric per-query stats a retriever reports (runner.provenance_stats),
+                    # e.g. the fraction of tree nodes scored: the cost side of a trade-off
+                    **{
+                        f"stats.{key}": value
+                        for key, value in (entry.get("stats") or {}).items()
+                        if isinstance(value, int | float)
+                        and not isinstance(value, bool)
+                        and key != "n_queries"
+                    },
                 }
             )
     return override_keys, rows

@@ -37,6 +37,7 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
                 "n_queries_without_results": result.n_queries_without_results,
                 "run_seconds": round(result.run_seconds, 4),
                 **({"groups": result.groups} if result.groups else {}),
+                **({"stats": result.stats} if result.stats else {}),
             }
             for result in summary.results
         },

@@ -1,0 +1,448 @@
+"""Intent analysis for ``search()`` and the typed results of ``find()``/``search()`` (OpenViking's API).
+
+``find(query)`` searches with the query as given. ``search(query, session)`` first asks an
+*intent analyser* for 0 to 5 typed queries (text, context type, intent, priority 1 = highest ..
+5), runs each, and merges the results into a :class:`FindResult` with memories / resources /
+skills buckets.
+
+Analysers (all deterministic except for what an LLM answers):
+
+* :class:`PassthroughAnalyzer`: the query unchanged, any context type (what ``find`` does).
+* :class:`RuleBasedAnalyzer`: splits compound questions and types each part with cue words;
+  no model, no network.
+* :class:`LLMIntentAnalyzer`: asks an OpenAI-compatible chat-completions endpoint for a JSON
+  query plan and validates it strictly; on any failure (HTTP error, time-out, malformed JSON, an
+  invalid field) it falls back to the raw query and says why in ``QueryPlan.fallback``.
+
+Merging differs from OpenViking's (which concatenates the per-query lists): results are deduplicated
+by URI keeping the best priority-weighted score, ordered by that score (then URI) and cut per bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+__all__ = [
+    "MAX_TYPED_QUERIES",
+    "ContextType",
+    "FindResult",
+    "IntentAnalyzer",
+    "LLMIntentAnalyzer",
+    "MatchedContext",
+    "Message",
+    "PassthroughAnalyzer",
+    "QueryPlan",
+    "RuleBasedAnalyzer",
+    "Session",
+    "TypedQuery",
+    "merge_matches",
+    "priority_weight",
+]
+
+MAX_TYPED_QUERIES = 5
+DEFAULT_PRIORITY = 3
+
+
+class ContextType(StrEnum):
+    """What a context is: memories (user or agent), resources, skills."""
+
+    MEMORY = "memory"
+    RESOURCE = "resource"
+    SKILL = "skill"
+
+
+@dataclass(frozen=True)
+class TypedQuery:
+    """One query of a plan. ``context_type`` None searches every root; ``priority`` 1 (highest)..5."""
+
+    query: str
+    context_type: ContextType | None = None
+    intent: str = ""
+    priority: int = DEFAULT_PRIORITY
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.query, str) or not self.query.strip():
+            raise ValueError(f"TypedQuery.query must be a non-empty string, got {self.query!r}")
+        if self.context_type is not None and not isinstance(self.context_type, ContextType):
+            raise ValueError(
+                f"TypedQuery.context_type must be a ContextType or None, got {self.context_type!r}"
+            )
+        if (
+            isinstance(self.priority, bool)
+            or not isinstance(self.priority, int)
+            or not 1 <= self.priority <= 5
+        ):
+            raise ValueError(f"TypedQuery.priority must be an integer in [1, 5], got {self.priority!r}")
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What an analyser produced: 0..5 typed queries, its reasoning, and why it fell back (if it did)."""
+
+    queries: tuple[TypedQuery, ...]
+    reasoning: str = ""
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Session:
+    """Conversation context for ``search``: earlier messages (oldest first) and a running summary."""
+
+    messages: tuple[Message, ...] = ()
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class MatchedContext:
+    """One result of ``find``/``search``. ``level`` 2 is a leaf (``doc_id`` set), 0 a directory."""
+
+    uri: str
+    context_type: ContextType
+    level: int
+    abstract: str
+    score: float
+    doc_id: str | None = None
+    query: str = ""
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FindResult:
+    """Results by context type, each bucket ordered by (score desc, URI asc)."""
+
+    memories: tuple[MatchedContext, ...] = ()
+    resources: tuple[MatchedContext, ...] = ()
+    skills: tuple[MatchedContext, ...] = ()
+    plan: QueryPlan | None = None
+
+    @property
+    def total(self) -> int:
+        return len(self.memories) + len(self.resources) + len(self.skills)
+
+    def __iter__(self) -> Iterator[MatchedContext]:
+        yield from self.memories
+        yield from self.resources
+        yield from self.skills
+
+
+class IntentAnalyzer(Protocol):
+    def analyze(self, query: str, session: Session | None = None) -> QueryPlan: ...
+
+
+# --------------------------------------------------------------------------------------------
+# Merging
+# --------------------------------------------------------------------------------------------
+
+
+def priority_weight(priority: int) -> float:
+    """Weight of a typed query's scores: ``(6 - priority) / 5``, so priority 1 -> 1.0 .. 5 -> 0.2."""
+    return (6 - priority) / 5
+
+
+def _weighted(score: float, weight: float) -> float:
+    # Multiplying a negative score by a weight < 1 would raise it; dividing keeps "lower priority
+    # never ranks higher" for scores of either sign (cosine scores can be negative).
+    return score * weight if score >= 0 else score / weight
+
+
+def merge_matches(
+    results: Sequence[tuple[TypedQuery, Sequence[MatchedContext]]],
+    *,
+    limit_per_bucket: int,
+    plan: QueryPlan | None = None,
+) -> FindResult:
+    """Merge the results of several typed queries into one :class:`FindResult`.
+
+    Each match's score becomes ``score * priority_weight(priority)`` (divided instead when the
+    score is negative); a URI found by several queries keeps its best weighted score (the first
+    query on a tie). Each bucket is ordered by (score desc, URI asc) and cut to ``limit_per_bucket``.
+    """
+    if isinstance(limit_per_bucket, bool) or not isinstance(limit_per_bucket, int) or limit_per_bucket < 1:
+        raise ValueError(f"limit_per_bucket must be an integer >= 1, got {limit_per_bucket!r}")
+    best: dict[str, MatchedContext] = {}
+    for typed, matches in results:
+        weight = priority_weight(typed.priority)
+        for match in matches:
+            score = _weighted(match.score, weight)
+            if not math.isfinite(score):
+                raise ValueError(f"non-finite score {match.score!r} for {match.uri}")
+            known = best.get(match.uri)
+            if known is None or score > known.score:
+                best[match.uri] = MatchedContext(
+                    uri=match.uri,
+                    context_type=match.context_type,
+                    level=match.level,
+                    abstract=match.abstract,
+                    score=score,
+                    doc_id=match.doc_id,
+                    query=typed.query,
+                    provenance={
+                        **match.provenance,
+                        "unweighted_score": match.score,
+                        "priority": typed.priority,
+                    },
+                )
+    buckets: dict[ContextType, list[MatchedContext]] = {kind: [] for kind in ContextType}
+    for match in best.values():
+        buckets[match.context_type].append(match)
+    ordered = {
+        kind: tuple(sorted(items, key=lambda m: (-m.score, m.uri))[:limit_per_bucket])
+        for kind, items in buckets.items()
+    }
+    return FindResult(
+        memories=ordered[ContextType.MEMORY],
+        resources=ordered[ContextType.RESOURCE],
+        skills=ordered[ContextType.SKILL],
+        plan=plan,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Analysers
+# --------------------------------------------------------------------------------------------
+
+
+class PassthroughAnalyzer:
+    """The query as it is, over every context type (``find``)."""
+
+    def analyze(self, query: str, session: Session | None = None) -> QueryPlan:
+        text = " ".join(query.split())
+        return QueryPlan(queries=(TypedQuery(text),) if text else ())
+
+
+_SKILL_CUES = re.compile(
+    r"\b(how (?:do|can|should|to)|steps? to|tool|tools|skill|skills|command|script|install|configure|"
+    r"set up|setup|workflow|procedure)\b",
+    re.IGNORECASE,
+)
+_MEMORY_CUES = re.compile(
+    r"\b(i|me|my|mine|myself|we|our|us|remember|recall|last time|earlier|previously|told|"
+    r"mentioned|prefer|preference|favou?rite|did (?:i|we|you))\b",
+    re.IGNORECASE,
+)
+_ANAPHORA = re.compile(r"\b(it|that|this|they|them|those|he|she|him|her|there)\b", re.IGNORECASE)
+_SPLIT = re.compile(r"(?<=\?)\s+|;\s*|\n+")
+
+
+class RuleBasedAnalyzer:
+    """Deterministic typed queries from cue words; no model.
+
+    1. The query is split into parts after ``?``, at ``;`` and at line breaks (at most 5 parts,
+       in order; repeated parts dropped).
+    2. Each part is typed: procedural cues ("how do I", "steps to", "install", "tool", ...) give
+       SKILL; first-person or recall cues ("I", "my", "remember", "last time", ...) give MEMORY;
+       otherwise no type (every root is searched). Intent names the cue class.
+    3. Priority: the first part 1, the next parts 2; a part that leans on the conversation
+       (a pronoun such as "it"/"that") and a session with an earlier user message also yields the
+       part joined with that message, at priority 4 (until 5 queries).
+    """
+
+    def analyze(self, query: str, session: Session | None = None) -> QueryPlan:
+        text = " ".join(query.split()) if isinstance(query, str) else ""
+        if not text:
+            return QueryPlan(queries=(), reasoning="empty query")
+        parts: list[str] = []
+        for part in _SPLIT.split(query):
+            cleaned = " ".join(part.split())
+            if cleaned and cleaned.lower() not in {p.lower() for p in parts}:
+                parts.append(cleaned)
+        parts = parts[:MAX_TYPED_QUERIES]
+        previous = ""
+        if session is not None:
+            for message in reversed(session.messages):
+                if message.role == "user" and message.content.strip() and message.content.strip() != text:
+                    previous = " ".join(message.content.split())
+                    break
+        queries: list[TypedQuery] = []
+        reasons: list[str] = []
+        for position, part in enumerate(parts):
+            if _SKILL_CUES.search(part):
+                kind, intent = ContextType.SKILL, "procedure"
+            elif _MEMORY_CUES.search(part):
+                kind, intent = ContextType.MEMORY, "recall"
+            else:
+                kind, intent = None, "lookup"
+            queries.append(TypedQuery(part, kind, intent, 1 if position == 0 else 2))
+            reasons.append(f"{part!r}: {intent}")
+        for part in list(parts):
+            if len(queries) >= MAX_TYPED_QUERIES:
+                break
+            if previous and _ANAPHORA.search(part):
+                queries.append(TypedQuery(f"{part} {previous}", None, "context", 4))
+                reasons.append(f"{part!r}: pronoun resolved with the previous user message")
+        return QueryPlan(queries=tuple(queries), reasoning="; ".join(reasons))
+
+
+_SYSTEM_PROMPT = """You plan retrieval for an assistant with three kinds of context:
+memory (facts about the user or earlier conversations), resource (documents, knowledge) and
+skill (procedures and tools). Given the conversation and the current message, answer with JSON only:
+{"reasoning": "<one sentence>", "queries": [{"query": "<search text>", "context_type":
+"memory" | "resource" | "skill", "intent": "<short label>", "priority": 1-5}]}
+Use 0 to 5 queries; priority 1 is the most important; use no query when nothing needs retrieving."""
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+class PlanError(ValueError):
+    """An LLM answer that is not a valid query plan."""
+
+
+def parse_plan(content: str) -> QueryPlan:
+    """Validate an LLM's JSON answer: an object with ``queries`` (a list of at most 5 objects with a
+    non-empty string ``query``, ``context_type`` memory/resource/skill or null, optional string
+    ``intent``, optional integer ``priority`` in [1, 5]) and optional string ``reasoning``. Any
+    other shape raises :class:`PlanError`; nothing is repaired."""
+    fenced = _FENCE.match(content)
+    try:
+        data = json.loads(fenced.group(1) if fenced else content)
+    except ValueError as error:
+        raise PlanError(f"answer is not JSON: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("queries"), list):
+        raise PlanError("answer must be a JSON object with a 'queries' list")
+    reasoning = data.get("reasoning", "")
+    if not isinstance(reasoning, str):
+        raise PlanError("'reasoning' must be a string")
+    items = data["queries"]
+    if len(items) > MAX_TYPED_QUERIES:
+        raise PlanError(f"{len(items)} queries; at most {MAX_TYPED_QUERIES} are allowed")
+    queries: list[TypedQuery] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise PlanError(f"queries[{i}] must be an object")
+        text = item.get("query")
+        if not isinstance(text, str) or not text.strip():
+            raise PlanError(f"queries[{i}].query must be a non-empty string")
+        raw_type = item.get("context_type")
+        if raw_type is not None and raw_type not in {kind.value for kind in ContextType}:
+            raise PlanError(
+                f"queries[{i}].context_type must be memory, resource, skill or null, got {raw_type!r}"
+            )
+        intent = item.get("intent", "")
+        if not isinstance(intent, str):
+            raise PlanError(f"queries[{i}].intent must be a string")
+        priority = item.get("priority", DEFAULT_PRIORITY)
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 5:
+            raise PlanError(f"queries[{i}].priority must be an integer in [1, 5], got {priority!r}")
+        queries.append(
+            TypedQuery(
+                " ".join(text.split()),
+                None if raw_type is None else ContextType(raw_type),
+                intent,
+                priority,
+            )
+        )
+    return QueryPlan(queries=tuple(queries), reasoning=reasoning)
+
+
+def post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str], timeout: float) -> Any:
+    """POST ``payload`` as JSON and return the decoded JSON answer (stdlib only).
+
+    Raises ``urllib.error.URLError`` (connection, HTTP status >= 400), ``TimeoutError`` and
+    ``ValueError`` (an answer that is not JSON)."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode("utf-8"),
+        headers={"Content-Type": "application/json", **headers},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+class LLMIntentAnalyzer:
+    """Query plans from an OpenAI-compatible ``POST {base_url}/chat/completions``.
+
+    ``model`` names the model; the API key is read from the environment variable ``api_key_env``
+    at call time (no key: no Authorization header, which local servers accept). The prompt holds
+    the session summary, the last ``max_recent_messages`` messages and the current message; the
+    answer must pass :func:`parse_plan`. Any failure returns the raw query as one untyped query,
+    with the reason in ``QueryPlan.fallback`` (``timeout``, ``http``, ``format``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 10.0,
+        max_recent_messages: int = 5,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty string, got {model!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
+            raise ValueError(f"timeout must be in (0, 600] seconds, got {timeout!r}")
+        if (
+            isinstance(max_recent_messages, bool)
+            or not isinstance(max_recent_messages, int)
+            or not (0 <= max_recent_messages <= 100)
+        ):
+            raise ValueError(
+                f"max_recent_messages must be an integer in [0, 100], got {max_recent_messages!r}"
+            )
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key_env = api_key_env
+        self.timeout = float(timeout)
+        self.max_recent_messages = max_recent_messages
+
+    def _prompt(self, query: str, session: Session | None) -> str:
+        summary = session.summary.strip() if session is not None else ""
+        recent = session.messages[-self.max_recent_messages :] if session and self.max_recent_messages else ()
+        lines = [f"[{message.role}]: {message.content}" for message in recent if message.content.strip()]
+        return (
+            f"Session summary: {summary or 'None'}\n"
+            f"Recent messages:\n{chr(10).join(lines) if lines else 'None'}\n"
+            f"Current message: {query}"
+        )
+
+    def analyze(self, query: str, session: Session | None = None) -> QueryPlan:
+        text = " ".join(query.split()) if isinstance(query, str) else ""
+        if not text:
+            return QueryPlan(queries=(), reasoning="empty query")
+        headers: dict[str, str] = {}
+        key = os.environ.get(self.api_key_env, "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        payload = {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": _SYSTEM_PROMPT},
+                {"role": "user", "content": self._prompt(text, session)},
+            ],
+        }
+        raw = QueryPlan(queries=(TypedQuery(text),))
+        try:
+            answer = post_json(self.url, payload, headers=headers, timeout=self.timeout)
+        except TimeoutError:
+            return QueryPlan(queries=raw.queries, fallback="timeout")
+        except urllib.error.URLError as error:
+            reason = "timeout" if isinstance(error.reason, TimeoutError) else "http"
+            return QueryPlan(queries=raw.queries, fallback=f"{reason}: {error}")
+        except (OSError, ValueError) as error:
+            return QueryPlan(queries=raw.queries, fallback=f"http: {error}")
+        try:
+            content = answer["choices"][0]["message"]["content"]
+            if not isinstance(content, str):
+                raise PlanError("message content is not a string")
+            return parse_plan(content)
+        except (KeyError, IndexError, TypeError, PlanError) as error:
+            return QueryPlan(queries=raw.queries, fallback=f"format: {error}")
