@@ -352,7 +352,8 @@ class ContextTree:
             return
         nodes = np.asarray(record_nodes, dtype=np.int64)
         levels = np.asarray(record_levels, dtype=np.int64)
-        vectors = np.asarray(record_vectors)
+        # a memory-mapped matrix stays one (np.asarray would hand back a plain ndarray view)
+        vectors = record_vectors if isinstance(record_vectors, np.ndarray) else np.asarray(record_vectors)
         if vectors.ndim != 2 or vectors.dtype != np.float32:
             raise TreeError(
                 f"record_vectors must be a 2-D float32 matrix, got {vectors.dtype} {vectors.shape}"

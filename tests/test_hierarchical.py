@@ -1,0 +1,301 @@
+"""HierarchicalRetriever: scores worked out by hand on a small tree, the oracle (alpha = 1, no
+threshold, every leaf in the global search, unlimited rounds == flat dense), batch == single,
+scoped views, convergence exits, provenance and parameter validation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrievers import ContextNode, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
+from retrievers.hierarchical import HierarchicalParams, HierarchicalRetriever
+from retrievers.hierarchy import embed_directories
+from retrievers.types import EncodeKind
+from viking_eval.data import load_dataset
+
+R = "viking://resources"
+
+
+def unit(x: float) -> list[float]:
+    """A unit vector whose dot product with the query (1, 0, 0) is exactly ``x``."""
+    return [x, math.sqrt(1.0 - x * x), 0.0]
+
+
+class TableEmbedder:
+    """Vectors from a table, so every score below can be worked out by hand."""
+
+    name = "table"
+    dim = 3
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray:
+        return np.asarray([self.table[text] for text in texts], dtype=np.float32).reshape(len(texts), 3)
+
+
+# Query q = (1, 0, 0). Tree and each node's vector score (its first vector component):
+#   root            0.0  (vector (0, 0, 1))
+#   ├── a           0.75
+#   │   ├── a1      0.5
+#   │   └── a2      0.25
+#   └── b           0.5
+#       ├── b1      1.0
+#       └── b2      0.75
+TABLE = {
+    "q": [1.0, 0.0, 0.0],
+    "root abstract": [0.0, 0.0, 1.0],
+    "about a": unit(0.75),
+    "about b": unit(0.5),
+    "doc a1": unit(0.5),
+    "doc a2": unit(0.25),
+    "doc b1": unit(1.0),
+    "doc b2": unit(0.75),
+}
+
+
+@pytest.fixture
+def small() -> tuple[ContextStore, TableEmbedder]:
+    embedder = TableEmbedder(TABLE)
+    docs = [Document(id=name, text=f"doc {name}") for name in ("a1", "a2", "b1", "b2")]
+    store = ContextStore.build(docs, embedder, StoreConfig())
+    nodes = [
+        ContextNode(R, 0, None, abstract="root abstract"),
+        ContextNode(f"{R}/a", 0, R, abstract="about a"),
+        ContextNode(f"{R}/b", 0, R, abstract="about b"),
+        *(ContextNode(f"{R}/{d[0]}/{d}", 2, f"{R}/{d[0]}", doc_id=d) for d in ("a1", "a2", "b1", "b2")),
+    ]
+    store.tree = embed_directories(nodes, embedder, store.embeddings, store.row_of)
+    return store, embedder
+
+
+def scored(results: Sequence[object]) -> list[tuple[str, float]]:
+    return [(r.doc_id, r.score) for r in results]  # type: ignore[attr-defined]
+
+
+def test_propagation_worked_out_by_hand(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    # limit = max(top_k=4, 1) = 4: every directory record is a start point: a 0.75, b 0.5, root 0.0
+    # (root found by the search has a real score 0.0). No early stop.
+    retriever = HierarchicalRetriever(store, embedder, global_search_topk=1, max_convergence_rounds=None)
+    results = retriever.retrieve("q", 4)
+    # pop a (0.75): a1 = .5*.5 + .5*.75 = .625, a2 = .5*.25 + .5*.75 = .5
+    # pop b (0.5):  b1 = .5*1 + .5*.5 = .75,   b2 = .5*.75 + .5*.5 = .625 (ties a1: doc id order)
+    assert scored(results) == [("b1", 0.75), ("a1", 0.625), ("b2", 0.625), ("a2", 0.5)]
+    top = results[0]
+    assert top.uri == f"{R}/b/b1"
+    assert top.provenance["directory_path"] == (f"{R}/b",)
+    assert top.provenance["pre_propagation_score"] == 1.0
+    assert top.provenance["found_by"] == "traversal" and top.provenance["rerank_fallback"] is False
+    stats = top.provenance["stats"]
+    assert stats["directories_popped"] == 3 and stats["stop_reason"] == "exhausted"
+    assert stats["nodes_scored"] == 7 and stats["nodes_scored_fraction"] == 1.0
+
+
+def test_a_root_without_score_is_not_a_parent_with_score_zero(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    # limit = max(1, 1) = 1: only a is hit; the root joins with no score.
+    retriever = HierarchicalRetriever(store, embedder, global_search_topk=1, max_convergence_rounds=None)
+    results = retriever.retrieve("q", 1)
+    # pop a (0.75): a1 .625, a2 .5. Pop root (no score): its children keep their own scores,
+    # b = 0.5 (not .5*.5 + .5*0 = .25, as OpenViking's `if parent_score` test would treat a real
+    # 0.0; here it is "no parent"). Pop b (0.5): b1 = .5*1 + .5*.5 = .75.
+    assert scored(results) == [("b1", 0.75)]
+    assert results[0].provenance["directory_path"] == (R, f"{R}/b")
+    # whereas a root *hit* with score 0.0 propagates it: a = .5*.75 + .5*0 = .375 as a child of root
+    found = HierarchicalRetriever(store, embedder, global_search_topk=3, max_convergence_rounds=None)
+    directories = HierarchicalRetriever(
+        store, embedder, global_search_topk=3, max_convergence_rounds=None, return_directories=True
+    ).retrieve("q", 10)
+    assert ("viking://resources/a", 0.375) in scored(directories)
+    assert found.retrieve("q", 1)[0].score == 0.75
+
+
+def test_threshold_strict_and_inclusive(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    common = {"global_search_topk": 3, "max_convergence_rounds": None}
+    strict = HierarchicalRetriever(store, embedder, threshold=0.5, **common).retrieve("q", 4)
+    inclusive = HierarchicalRetriever(
+        store, embedder, threshold=0.5, threshold_inclusive=True, **common
+    ).retrieve("q", 4)
+    assert [r.doc_id for r in strict] == ["b1", "a1", "b2"]  # a2 = 0.5 is not > 0.5
+    assert [r.doc_id for r in inclusive] == ["b1", "a1", "b2", "a2"]
+
+
+def test_alpha_extremes_and_leaf_hits_are_kept(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    only_children = HierarchicalRetriever(
+        store, embedder, alpha=1.0, global_search_topk=3, max_convergence_rounds=None
+    )
+    assert scored(only_children.retrieve("q", 4)) == [("b1", 1.0), ("b2", 0.75), ("a1", 0.5), ("a2", 0.25)]
+    only_parents = HierarchicalRetriever(
+        store, embedder, alpha=0.0, global_search_topk=3, max_convergence_rounds=None
+    )
+    assert scored(only_parents.retrieve("q", 4)) == [("a1", 0.75), ("a2", 0.75), ("b1", 0.5), ("b2", 0.5)]
+    # leaves in the global search enter the pool with their own score and keep the max
+    leaves = HierarchicalRetriever(
+        store, embedder, global_search_levels=[0, 1, 2], global_search_topk=3, max_convergence_rounds=None
+    )
+    results = leaves.retrieve("q", 4)
+    assert scored(results) == [("b1", 1.0), ("b2", 0.75), ("a1", 0.625), ("a2", 0.5)]
+    assert (
+        results[0].provenance["found_by"] == "global_search" and results[0].provenance["directory_path"] == ()
+    )
+
+
+def test_convergence_and_stagnation_exits(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    # rounds = 1, top_k = 2: pop a -> pool {a1, a2} (first round: nothing to compare with);
+    # pop b -> top-2 becomes {b1, a1}: changed; pop root -> the pool gains a and b (directories),
+    # top-2 unchanged -> converged after one stable round.
+    retriever = HierarchicalRetriever(store, embedder, global_search_topk=3, max_convergence_rounds=1)
+    stats = retriever.retrieve("q", 2)[0].provenance["stats"]
+    assert (stats["directories_popped"], stats["stop_reason"]) == (3, "converged")
+    # top_k = 3: pop a leaves only 2 leaves in the pool (< 3), pop b makes the top-3
+    # {b1, a1, b2}, pop root changes nothing -> converged
+    assert retriever.retrieve("q", 3)[0].provenance["stats"]["stop_reason"] == "converged"
+    # a pool that does not grow: with threshold 0.7 nothing under a passes (a1 .625, a2 .5), so
+    # the first round leaves the pool empty -> stagnated after 1 round, before b is popped
+    stagnating = HierarchicalRetriever(
+        store, embedder, global_search_topk=3, threshold=0.7, max_convergence_rounds=1
+    )
+    assert stagnating.retrieve("q", 2) == []
+    no_exit = HierarchicalRetriever(
+        store, embedder, global_search_topk=3, threshold=0.7, max_convergence_rounds=1, stagnation_exit=False
+    ).retrieve("q", 2)
+    assert scored(no_exit) == [("b1", 0.75)]
+
+
+def test_child_limit_keeps_the_best_children(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    retriever = HierarchicalRetriever(
+        store, embedder, global_search_topk=3, child_limit=1, max_convergence_rounds=None
+    )
+    # each directory passes on only its best child: a1 under a, b1 under b
+    assert [r.doc_id for r in retriever.retrieve("q", 4)] == ["b1", "a1"]
+
+
+def test_scoped_view_never_leaves_its_scope(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    view = store.restricted(np.asarray([doc_id.startswith("a") for doc_id in store.doc_ids]))
+    retriever = HierarchicalRetriever(
+        view, embedder, global_search_levels=[0, 1, 2], global_search_topk=3, max_convergence_rounds=None
+    )
+    results = retriever.retrieve("q", 4)
+    assert [r.doc_id for r in results] == ["a1", "a2"]
+    stats = results[0].provenance["stats"]
+    assert stats["nodes_in_scope"] == 4  # root, a, a1, a2: b has no allowed leaf
+    assert stats["nodes_scored"] == 4
+    assert all(f"{R}/b" not in r.provenance["directory_path"] for r in results)
+
+
+def test_bad_parameters_and_inputs(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    cases = [
+        ({"alpha": 1.5}, r"alpha must be in \[0, 1\], got 1.5"),
+        ({"alpha": -0.1}, r"alpha must be in \[0, 1\]"),
+        ({"global_search_levels": []}, r"non-empty subset of \{0, 1, 2\}"),
+        ({"global_search_levels": [3]}, r"non-empty subset of \{0, 1, 2\}"),
+        ({"global_search_levels": [0, 0]}, "repeats"),
+        ({"global_search_topk": 0}, r"global_search_topk must be an integer in \[1, 10000000\]"),
+        ({"child_limit": 0}, "child_limit must be an integer"),
+        ({"threshold": float("nan")}, "threshold must be a finite number or null"),
+        ({"max_convergence_rounds": 0}, r"max_convergence_rounds must be an integer in \[1, 1000\] or null"),
+        ({"mode": "deep"}, r"mode must be one of \['quick', 'thinking'\]"),
+        ({"reranker": "yes"}, "reranker must be null or an object with a rerank"),
+        ({"stagnation_exit": 1}, "stagnation_exit must be true or false"),
+    ]
+    for params, message in cases:
+        with pytest.raises(ValueError, match=message):
+            HierarchicalParams(**params)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=message):
+            HierarchicalRetriever(store, embedder, **params)
+    retriever = HierarchicalRetriever(store, embedder)
+    with pytest.raises(ValueError, match="top_k must be an integer >= 1"):
+        retriever.retrieve("q", 0)
+    with pytest.raises(ValueError, match="non-empty string"):
+        retriever.retrieve(" ", 3)
+    plain = ContextStore.build([Document(id="a1", text="doc a1")], embedder, StoreConfig())
+    with pytest.raises(ValueError, match="the store has no context tree"):
+        HierarchicalRetriever(plain, embedder)
+
+
+# -- the oracle and batch == single, on a real (small) corpus ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def adi(shared_datasets: Path):  # type: ignore[no-untyped-def]
+    dataset = load_dataset(str(shared_datasets / "adi"), "test")
+    documents = sorted(dataset.corpus.values(), key=lambda doc: doc.id)
+    embedder = TfidfEmbedder(dim=64, seed=0).fit([doc.full_text for doc in documents])
+    config = StoreConfig.from_dict(
+        {"hierarchy": {"builder": "kmeans", "branching_factor": 4, "max_leaf_size": 8}}
+    )
+    store = ContextStore.build(documents, embedder, config)
+    return store, embedder, [query.text for query in dataset.queries.values()]
+
+
+@pytest.mark.parametrize("top_k", [1, 10, 82])
+def test_oracle_equals_flat_dense_exactly(adi, top_k: int) -> None:  # type: ignore[no-untyped-def]
+    store, embedder, queries = adi
+    oracle = HierarchicalRetriever(
+        store,
+        embedder,
+        alpha=1.0,
+        threshold=None,
+        global_search_levels=[0, 1, 2],
+        global_search_topk=len(store),
+        max_convergence_rounds=None,
+    )
+    dense = DenseRetriever(store, embedder)
+    assert [scored(r) for r in oracle.retrieve_batch(queries, top_k)] == [
+        scored(r) for r in dense.retrieve_batch(queries, top_k)
+    ]
+    # and in a scoped view (half of the corpus)
+    view = store.restricted(np.arange(len(store)) % 2 == 0)
+    scoped = HierarchicalRetriever(
+        view,
+        embedder,
+        alpha=1.0,
+        global_search_levels=[0, 1, 2],
+        global_search_topk=len(store),
+        max_convergence_rounds=None,
+    )
+    assert [scored(r) for r in scoped.retrieve_batch(queries, top_k)] == [
+        scored(r) for r in DenseRetriever(view, embedder).retrieve_batch(queries, top_k)
+    ]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"alpha": 1.0, "max_convergence_rounds": 5},
+        {"global_search_levels": [0, 1, 2], "threshold": 0.1},
+        {"global_search_levels": [2], "alpha": 0.3},
+        {"max_convergence_rounds": None, "return_directories": True, "query_batch_size": 3},
+    ],
+)
+def test_batch_equals_single(adi, params) -> None:  # type: ignore[no-untyped-def]
+    store, embedder, queries = adi
+    retriever = HierarchicalRetriever(store, embedder, **params)
+    single = [retriever.retrieve(query, 10) for query in queries]
+    assert retriever.retrieve_batch(queries, 10) == single
+    for results in single:
+        keys = [(-r.score, r.doc_id) for r in results]
+        assert keys == sorted(keys) and all(math.isfinite(r.score) for r in results)
+
+
+def test_directory_only_search_scores_few_nodes(adi) -> None:  # type: ignore[no-untyped-def]
+    store, embedder, queries = adi
+    tree = store.tree
+    retriever = HierarchicalRetriever(store, embedder, max_convergence_rounds=1)
+    for results in retriever.retrieve_batch(queries, 5):
+        stats = results[0].provenance["stats"]
+        # every directory is scored by the global search; leaves only under popped directories
+        assert tree.n_directories <= stats["nodes_scored"] < len(tree)
+        assert stats["nodes_scored_fraction"] == stats["nodes_scored"] / len(tree)
