@@ -37,7 +37,8 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +85,8 @@ class HierarchicalParams:
     (= max(2*top_k, 20)); ``threshold`` a finite number or None (off); ``threshold_inclusive``;
     ``max_convergence_rounds`` in [1, 1000] or None (never stop early); ``stagnation_exit``;
     ``return_directories``; ``mode`` quick | thinking (rerank only in thinking); ``reranker``
-    None or an object with ``rerank(query, candidates, texts)``; ``query_batch_size`` in
-    [1, 65536].
+    None or an object with ``rerank(query, candidates, texts)``; ``rerank_timeout`` in (0, 3600]
+    seconds or None (no limit); ``query_batch_size`` in [1, 65536].
     """
 
     alpha: float = 0.5
@@ -99,6 +100,7 @@ class HierarchicalParams:
     return_directories: bool = False
     mode: str = "thinking"
     reranker: Any = None
+    rerank_timeout: float | None = None
     query_batch_size: int = 256
 
     def __post_init__(self) -> None:
@@ -145,8 +147,36 @@ class HierarchicalParams:
             raise ValueError(
                 f"reranker must be null or an object with a rerank() method, got {self.reranker!r}"
             )
+        timeout = self.rerank_timeout
+        if timeout is not None and (not _is_number(timeout) or not 0 < timeout <= 3600):
+            raise ValueError(
+                f"rerank_timeout must be in (0, 3600] seconds or null (no limit), got {timeout!r}"
+            )
         if not _is_int(self.query_batch_size) or not 1 <= self.query_batch_size <= 65536:
             raise ValueError(f"query_batch_size must be in [1, 65536], got {self.query_batch_size!r}")
+
+
+def _call_with_timeout(call: Callable[[], Any], timeout: float | None) -> Any:
+    """``call()``, or None when it raises or (with a ``timeout``) takes longer than ``timeout``
+    seconds. A timed-out call runs on in a daemon thread; its answer is ignored."""
+    if timeout is None:
+        try:
+            return call()
+        except Exception:  # any failure of a reranker means: keep the vector scores
+            return None
+    box: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append(call())
+        except Exception:
+            box.append(None)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="rerank", daemon=True).start()
+    return box[0] if done.wait(timeout) else None
 
 
 @dataclass
@@ -357,11 +387,12 @@ class HierarchicalRetriever:
             for i in sent
         ]
         stats.rerank_calls += 1
-        try:
-            answer = self.reranker.rerank(query, candidates, [self._text(nodes[i]) for i in sent])
-        except Exception:  # any failure of the reranker means: keep the vector scores
-            answer = None
-        if answer is None or len(answer) != len(sent):
+        reranker = self.reranker
+        texts = [self._text(nodes[i]) for i in sent]
+        answer = _call_with_timeout(
+            lambda: reranker.rerank(query, candidates, texts), self.params.rerank_timeout
+        )
+        if not isinstance(answer, Sequence) or isinstance(answer, str) or len(answer) != len(sent):
             stats.rerank_fallbacks += 1
             for i in sent:
                 flags[i] = True
