@@ -667,7 +667,7 @@ class HierarchicalRetriever:
     def find(self, query: str, top_k: int = 10, *, context_type: ContextType | None = None) -> FindResult:
         """One query as given (no intent analysis), over ``context_type``'s roots or all of them."""
         check_query(query)
-        plan = QueryPlan(queries=(TypedQuery(" ".join(query.split()), context_type),))
+        plan = QueryPlan(queries=(TypedQuery(" ".join(query.split()), context_type, priority=1),))
         return self._run_plan(plan, top_k, None)
 
     def search(

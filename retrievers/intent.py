@@ -218,11 +218,11 @@ def merge_matches(
 
 
 class PassthroughAnalyzer:
-    """The query as it is, over every context type (``find``)."""
+    """The query as it is, over every context type, priority 1 (unweighted): what ``find`` does."""
 
     def analyze(self, query: str, session: Session | None = None) -> QueryPlan:
         text = " ".join(query.split())
-        return QueryPlan(queries=(TypedQuery(text),) if text else ())
+        return QueryPlan(queries=(TypedQuery(text, priority=1),) if text else ())
 
 
 _SKILL_CUES = re.compile(
@@ -370,8 +370,8 @@ class LLMIntentAnalyzer:
     ``model`` names the model; the API key is read from the environment variable ``api_key_env``
     at call time (no key: no Authorization header, which local servers accept). The prompt holds
     the session summary, the last ``max_recent_messages`` messages and the current message; the
-    answer must pass :func:`parse_plan`. Any failure returns the raw query as one untyped query,
-    with the reason in ``QueryPlan.fallback`` (``timeout``, ``http``, ``format``).
+    answer must pass :func:`parse_plan`. Any failure returns the raw query as one untyped query
+    (priority 1), with the reason in ``QueryPlan.fallback`` (``timeout``, ``http``, ``format``).
     """
 
     def __init__(
@@ -429,7 +429,7 @@ class LLMIntentAnalyzer:
                 {"role": "user", "content": self._prompt(text, session)},
             ],
         }
-        raw = QueryPlan(queries=(TypedQuery(text),))
+        raw = QueryPlan(queries=(TypedQuery(text, priority=1),))
         try:
             answer = post_json(self.url, payload, headers=headers, timeout=self.timeout)
         except TimeoutError:
