@@ -1,0 +1,133 @@
+"""The hierarchical retriever in the harness: configs compose and validate, a run writes the
+traversal stats into metrics.json, and a multirun over alpha x max_convergence_rounds puts the
+nodes-scored fraction next to quality in sweep.csv."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from retrievers.types import RetrievalResult
+from viking_eval.runner import provenance_stats, run_experiment
+from viking_eval.settings import ConfigError, load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+TREE = ["store=kmeans_tree", "store.hierarchy.max_leaf_size=8", "store.hierarchy.branching_factor=4"]
+
+
+def _settings(*overrides: str):  # type: ignore[no-untyped-def]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=smoke", *TREE, *overrides])
+    return load_settings(cfg)
+
+
+def test_provenance_stats_by_hand() -> None:
+    def results(stats: dict[str, object] | None) -> list[RetrievalResult]:
+        return [RetrievalResult("d", 1.0, provenance={} if stats is None else {"stats": stats})]
+
+    run = {
+        "q1": results({"popped": 2, "fraction": 0.5, "stop": "converged", "flag": True}),
+        "q2": results({"popped": 4, "fraction": 0.25, "stop": "exhausted"}),
+        "q3": results({"popped": 6, "fraction": float("nan"), "stop": "converged"}),
+        "q4": [],  # no results: no stats
+        "q5": results(None),
+    }
+    assert provenance_stats(run) == {
+        "n_queries": 3,
+        "popped": 4.0,  # (2 + 4 + 6) / 3
+        "fraction": 0.375,  # non-finite values are left out: (0.5 + 0.25) / 2
+        "stop": {"converged": 2, "exhausted": 1},
+    }
+    assert provenance_stats({"q": results(None)}) == {}
+
+
+def test_run_writes_traversal_stats(
+    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    settings = _settings(
+        "+retriever@retrievers.hier=hierarchical", "run.latency.n_queries=3", "run.latency.warmup=1"
+    )
+    run_experiment(settings, tmp_path / "run")
+    document = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    hier = document["retrievers"]["hier"]
+    assert "stats" not in document["retrievers"]["bm25"]
+    stats = hier["stats"]
+    assert stats["n_queries"] == hier["n_queries"] - hier["n_queries_without_results"]
+    assert 0 < stats["nodes_scored_fraction"] <= 1 and stats["directories_popped"] >= 1
+    assert sum(stats["stop_reason"].values()) == stats["n_queries"]
+    assert 0.1 < hier["metrics"]["nDCG@10"] <= 1
+    environment = json.loads((tmp_path / "run" / "environment.json").read_text())
+    assert environment["store_build_seconds"]["hierarchy"] > 0
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "+retriever@retrievers.hier=hierarchical retrievers.hier.alpha=2",
+            r"retrievers.hier: alpha must be in \[0, 1\]",
+        ),
+        ("+retriever@retrievers.hier=hierarchical +retrievers.hier.beam=3", r"unknown key\(s\) \['beam'\]"),
+        ("store.hierarchy.branching_factor=1", r"branching_factor must be an integer in \[2, 256\]"),
+        ("+store.hierarchy.depth=3", r"unknown store.hierarchy key\(s\) \['depth'\]"),
+    ],
+)
+def test_bad_settings_stop_the_run_at_start(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _settings(*override.split())
+
+
+@pytest.mark.parametrize("experiment", ["hierarchical_scifact", "hierarchical_locomo", "hierarchical_sweep"])
+def test_experiments_compose(experiment: str) -> None:
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        settings = load_settings(compose(config_name="config", overrides=[f"experiment={experiment}"]))
+    assert settings.store.hierarchy is not None
+    assert any(spec.target == "retrievers.hierarchical.HierarchicalRetriever" for spec in settings.retrievers)
+
+
+def test_multirun_sweep_table_shows_nodes_scored(shared_datasets: Path, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    command = [
+        sys.executable,
+        "-m",
+        "viking_eval",
+        "-m",
+        "experiment=smoke",
+        *TREE,
+        "+retriever@retrievers.hier=hierarchical",
+        "retrievers.hier.alpha=0,1",
+        "retrievers.hier.max_convergence_rounds=1,3",
+        "run.latency.n_queries=3",
+        "run.latency.warmup=1",
+        "sweep.objective=hier.nDCG@10",
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
+    env = {**os.environ, "VIKING_EVAL_DATA": str(shared_datasets)}  # the test's own cache is in os.environ
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(sweep_dir / "sweep.csv") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["retriever"] == "hier"]
+    assert sorted(
+        (row["retrievers.hier.alpha"], row["retrievers.hier.max_convergence_rounds"]) for row in rows
+    ) == [
+        ("0", "1"),
+        ("0", "3"),
+        ("1", "1"),
+        ("1", "3"),
+    ]
+    fractions = {
+        row["retrievers.hier.max_convergence_rounds"]: float(row["stats.nodes_scored_fraction"])
+        for row in rows
+        if row["retrievers.hier.alpha"] == "1"
+    }
+    assert 0 < fractions["1"] <= fractions["3"] <= 1  # more patience, more nodes scored
+    assert all(row["stats.directories_popped"] for row in rows)
+    assert (sweep_dir / "best.yaml").is_file()
