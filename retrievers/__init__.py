@@ -6,7 +6,10 @@ or viking_eval (a test enforces it), and sentence-transformers/torch load only w
 
 from retrievers.baselines import BM25Retriever, DenseRetriever
 from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
+from retrievers.hierarchical import HierarchicalRetriever
+from retrievers.hierarchy import ContextTree, HierarchyConfig
 from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.intent import FindResult, LLMIntentAnalyzer, RuleBasedAnalyzer, Session, TypedQuery
 from retrievers.multi_strategy import MultiStrategyRetriever
 from retrievers.query_analysis import QueryAnalyzer
 from retrievers.store import BM25Config, ContextStore, StoreConfig
@@ -29,21 +32,29 @@ __all__ = [
     "BM25Retriever",
     "ContextNode",
     "ContextStore",
+    "ContextTree",
     "DenseRetriever",
     "Document",
     "Edge",
     "EdgeContext",
     "Embedder",
     "ExactVectorIndex",
+    "FindResult",
+    "HierarchicalRetriever",
+    "HierarchyConfig",
+    "LLMIntentAnalyzer",
     "MultiStrategyRetriever",
     "QueryAnalyzer",
     "Reranker",
     "RetrievalResult",
     "Retriever",
+    "RuleBasedAnalyzer",
     "SentenceTransformerEmbedder",
+    "Session",
     "StoreConfig",
     "TfidfEmbedder",
     "TimestampConfig",
     "TunedFileError",
+    "TypedQuery",
     "load_tuned",
 ]

@@ -264,8 +264,42 @@ class HierarchicalRetriever:
 
     Params = HierarchicalParams
 
-    def __init__(self, store: ContextStore, embedder: Embedder, **params: Any) -> None:
-        self.params = HierarchicalParams(**params)
+    def __init__(
+        self,
+        store: ContextStore,
+        embedder: Embedder,
+        *,
+        alpha: float = 0.5,
+        global_search_levels: Sequence[int] = (0, 1),
+        global_search_topk: int = 10,
+        child_limit: int | None = None,
+        threshold: float | None = None,
+        threshold_inclusive: bool = False,
+        max_convergence_rounds: int | None = 3,
+        stagnation_exit: bool = True,
+        return_directories: bool = False,
+        mode: str = "thinking",
+        reranker: Reranker | None = None,
+        rerank_timeout: float | None = None,
+        query_batch_size: int = 256,
+    ) -> None:
+        self.params = HierarchicalParams(
+            alpha=alpha,
+            global_search_levels=tuple(global_search_levels)
+            if isinstance(global_search_levels, Sequence)
+            else global_search_levels,
+            global_search_topk=global_search_topk,
+            child_limit=child_limit,
+            threshold=threshold,
+            threshold_inclusive=threshold_inclusive,
+            max_convergence_rounds=max_convergence_rounds,
+            stagnation_exit=stagnation_exit,
+            return_directories=return_directories,
+            mode=mode,
+            reranker=reranker,
+            rerank_timeout=rerank_timeout,
+            query_batch_size=query_batch_size,
+        )
         if embedder.name != store.embedder_name:
             raise ValueError(
                 f"embedder {embedder.name!r} is not the one the store was built with ({store.embedder_name!r})"

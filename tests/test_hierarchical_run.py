@@ -131,3 +131,34 @@ def test_multirun_sweep_table_shows_nodes_scored(shared_datasets: Path, tmp_path
     assert 0 < fractions["1"] <= fractions["3"] <= 1  # more patience, more nodes scored
     assert all(row["stats.directories_popped"] for row in rows)
     assert (sweep_dir / "best.yaml").is_file()
+
+
+def test_export_and_load_tuned_rebuild_the_same_tree(
+    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omegaconf import OmegaConf
+
+    from retrievers import HierarchicalRetriever, load_tuned
+    from viking_eval.data import load_dataset
+    from viking_eval.export import export
+
+    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    overrides = [
+        "experiment=smoke",
+        *TREE,
+        "+retriever@retrievers.hier=hierarchical",
+        "retrievers.hier.alpha=0.8",
+    ]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*overrides, "run.latency.n_queries=0"])
+    run_experiment(load_settings(cfg), tmp_path / "run", config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+    path = export(tmp_path / "run", "adi-hier", retriever="hier", out_dir=tmp_path)
+    dataset = load_dataset("adi")
+    retriever = load_tuned(path, documents=dataset.corpus.values())
+    assert isinstance(retriever, HierarchicalRetriever) and retriever.params.alpha == 0.8
+    queries = list(dataset.queries.values())
+    results = retriever.retrieve_batch([query.text for query in queries], 100)
+    lines = (tmp_path / "run" / "runs" / "hier.trec").read_text().split("\n")
+    expected = [(line.split()[0], line.split()[2]) for line in lines if line]
+    got = [(query.id, r.doc_id) for query, rs in zip(queries, results, strict=True) for r in rs]
+    assert got == expected  # same tree (deterministic build), same ranking
