@@ -324,18 +324,18 @@ class HierarchicalRetriever:
         # Directory records: the level-0 record of every directory, and its level-1 record (or -1).
         self._record0 = np.full(n_nodes, -1, dtype=np.int64)
         self._record1 = np.full(n_nodes, -1, dtype=np.int64)
-        for record, (node, level) in enumerate(zip(tree.record_nodes, tree.record_levels, strict=True)):
-            (self._record0 if level == 0 else self._record1)[node] = record
+        for level, target in ((0, self._record0), (1, self._record1)):
+            records = np.flatnonzero(tree.record_levels == level)
+            target[tree.record_nodes[records]] = records
         self._record_vectors = np.asarray(tree.record_vectors)
         self._record_index = ExactVectorIndex(self._record_vectors)
         # Scope: leaves the store view allows, and directories with such a leaf below them.
         in_scope = tree.is_leaf.copy()
         if store.allowed is not None:
             in_scope[leaves] = np.asarray(store.allowed, dtype=bool)[self._leaf_rows[leaves]]
-        for node in range(n_nodes - 1, -1, -1):  # children come after their parent in URI order
-            parent = int(tree.parents[node])
-            if in_scope[node] and parent >= 0:
-                in_scope[parent] = True
+        for depth in range(int(tree.depth.max()), 0, -1):  # deepest first: a parent after its children
+            below = (tree.depth == depth) & in_scope
+            in_scope[tree.parents[below]] = True
         self._in_scope = in_scope
         self._scopes: dict[ContextType | None, npt.NDArray[np.bool_]] = {None: in_scope}
         self._texts: dict[int, str] = {}
