@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from retrievers.edges import EdgeConfig, EdgeSet, build_edges
 from retrievers.hierarchy import ContextTree, HierarchyConfig, build_tree
 from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.timeparse import DocumentTimes, TimestampConfig
@@ -63,6 +64,8 @@ class StoreConfig:
     hierarchy: HierarchyConfig | None = None
     #: document times parsed at build (retrievers/timeparse.py); None = none parsed
     timestamps: TimestampConfig | None = field(default_factory=TimestampConfig)
+    #: document edges (retrievers/edges.py): kNN similarity, sequence, references, mentions; None = none
+    edges: EdgeConfig | None = None
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> StoreConfig:
@@ -72,10 +75,12 @@ class StoreConfig:
         _reject_unknown(BM25Config, bm25, "store.bm25")
         hierarchy = values.get("hierarchy")
         timestamps = values.get("timestamps", {})
+        edges = values.get("edges")
         return cls(
             bm25=BM25Config(**bm25),
             hierarchy=None if hierarchy is None else HierarchyConfig.from_dict(hierarchy),
             timestamps=None if timestamps is None else TimestampConfig.from_dict(timestamps),
+            edges=None if edges is None else EdgeConfig.from_dict(edges),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,6 +126,8 @@ class ContextStore:
         self.tree: ContextTree | None = None
         #: epoch seconds per row and the parse report (timeparse.py); None when ``config.timestamps`` is None
         self.timestamps: DocumentTimes | None = None
+        #: typed, weighted document edges in CSR form (edges.py); None when ``config.edges`` is None
+        self.edges: EdgeSet | None = None
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -202,6 +209,10 @@ class ContextStore:
             start = time.perf_counter()
             store.timestamps = DocumentTimes.build(ordered, config.timestamps)
             store.build_seconds["timestamps"] = time.perf_counter() - start
+        if config.edges is not None:  # after the embeddings: similar_to edges use them
+            start = time.perf_counter()
+            store.edges = build_edges(ordered, embeddings, config.edges)
+            store.build_seconds["edges"] = time.perf_counter() - start
         return store
 
     def save(self, folder: Path) -> None:
@@ -226,6 +237,8 @@ class ContextStore:
             self.tree.save(folder / "tree")
         if self.timestamps is not None:
             self.timestamps.save(folder / "timestamps")
+        if self.edges is not None:
+            self.edges.save(folder / "edges")
 
     @classmethod
     def load(cls, folder: Path, *, mmap: bool = True) -> ContextStore:
@@ -260,4 +273,6 @@ class ContextStore:
             store.tree = tree
         if (folder / "timestamps").is_dir():
             store.timestamps = DocumentTimes.load(folder / "timestamps", len(documents), mmap=mmap)
+        if (folder / "edges").is_dir():
+            store.edges = EdgeSet.load(folder / "edges", mmap=mmap, n_nodes=len(documents))
         return store
