@@ -5,7 +5,9 @@ or viking_eval (a test enforces it), and sentence-transformers/torch load only w
 """
 
 from retrievers.baselines import BM25Retriever, DenseRetriever
+from retrievers.edges import EdgeConfig, EdgeSet
 from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
+from retrievers.graph import GraphRetriever
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.hierarchy import ContextTree, HierarchyConfig
 from retrievers.index import BM25Index, ExactVectorIndex
@@ -36,10 +38,13 @@ __all__ = [
     "DenseRetriever",
     "Document",
     "Edge",
+    "EdgeConfig",
     "EdgeContext",
+    "EdgeSet",
     "Embedder",
     "ExactVectorIndex",
     "FindResult",
+    "GraphRetriever",
     "HierarchicalRetriever",
     "HierarchyConfig",
     "LLMIntentAnalyzer",
