@@ -264,10 +264,11 @@ class EdgeSet:
         relation_names: Sequence[str],
         report: Mapping[str, Any] | None = None,
     ) -> None:
-        self.indptr = np.asarray(indptr)
-        self.dst = np.asarray(dst)
-        self.weight = np.asarray(weight)
-        self.relation = np.asarray(relation)
+        # asanyarray: memory-mapped arrays stay memory-mapped
+        self.indptr = np.asanyarray(indptr)
+        self.dst = np.asanyarray(dst)
+        self.weight = np.asanyarray(weight)
+        self.relation = np.asanyarray(relation)
         self.relation_names: tuple[str, ...] = tuple(relation_names)
         if self.indptr.ndim != 1 or self.indptr.size < 1 or not np.issubdtype(self.indptr.dtype, np.integer):
             raise ValueError(

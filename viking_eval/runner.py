@@ -149,6 +149,8 @@ class StoreLoader:
             )
         if self._store.timestamps is not None:  # parsed/missing/unparseable counts (timeparse.py)
             self.info["timestamps"] = self._store.timestamps.report
+        if self._store.edges is not None:  # edges kept per relation, links dropped and why (edges.py)
+            self.info["edges"] = self._store.edges.report
         return self._store
 
 
