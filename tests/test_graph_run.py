@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
+from retrievers import load_tuned
+from viking_eval.data import load_dataset
+from viking_eval.export import export
+from viking_eval.metrics import evaluate, parse_metrics
 from viking_eval.runner import run_experiment
 from viking_eval.settings import ConfigError, load_settings
 
@@ -32,7 +37,7 @@ def _settings(*overrides: str):  # type: ignore[no-untyped-def]
 def test_experiments_compose_and_validate(experiment: str) -> None:
     settings = _settings(f"experiment={experiment}")
     by_name = {spec.name: spec for spec in settings.retrievers}
-    assert set(by_name) == {"dense", "graph", "graph_oasis"}
+    assert set(by_name) == {"dense", "graph", "graph_oasis", "graph_rescored"}
     assert by_name["graph"].target == "retrievers.graph.GraphRetriever"
     assert by_name["graph_oasis"].params["scoring"] == "oasis"
     assert settings.store.edges is not None
@@ -46,11 +51,19 @@ def test_experiments_compose_and_validate(experiment: str) -> None:
         assert by_name["graph"].params["bidirectional"] is True
 
 
-def test_cisi_run_writes_stats_and_edge_report(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    summary = run_experiment(_settings("experiment=graph_cisi", *FAST), tmp_path / "run")
+@pytest.fixture(scope="module")
+def cisi_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    os.environ["VIKING_EVAL_DATA"] = str(shared_datasets)
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=graph_cisi", *FAST])
+    out = tmp_path_factory.mktemp("cisi") / "run"
+    summary = run_experiment(load_settings(cfg), out, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+    return summary, out
+
+
+def test_cisi_run_writes_stats_and_edge_report(cisi_run) -> None:  # type: ignore[no-untyped-def]
+    summary, out = cisi_run
+    tmp_path = out.parent
     document = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert document["n_queries"] == 76  # only CISI's judged queries
     assert "stats" not in document["retrievers"]["dense"]
@@ -68,6 +81,22 @@ def test_cisi_run_writes_stats_and_edge_report(
     assert edges["by_relation"] == {"references": 77344}
     assert edges["dropped"] == {"references.duplicate": 1427, "references.self_loop": 1550}
     assert environment["store_build_seconds"]["edges"] > 0
+
+
+@pytest.mark.parametrize("name", ["graph", "graph_oasis"])
+def test_exported_graph_retriever_loads_without_hydra_and_reproduces_metrics(
+    cisi_run, shared_datasets: Path, tmp_path: Path, name: str
+) -> None:  # type: ignore[no-untyped-def]
+    _, out = cisi_run
+    path = export(out, f"graph-cisi-{name}", retriever=name, out_dir=tmp_path)
+    dataset = load_dataset(str(shared_datasets / "cisi"))
+    retriever = load_tuned(path, documents=dataset.corpus.values())
+    queries = [query for query in dataset.queries.values() if query.id in dataset.qrels]
+    results = retriever.retrieve_batch([query.text for query in queries], 100)
+    run = {query.id: {r.doc_id: r.score for r in rs} for query, rs in zip(queries, results, strict=True)}
+    metrics = parse_metrics(["nDCG@10", "R@10", "R@100", "RR@10", "AP@100"])
+    expected = json.loads((out / "metrics.json").read_text())["retrievers"][name]["metrics"]
+    assert evaluate(run, dataset.qrels, metrics).aggregate == expected
 
 
 def _write_conversations(folder: Path) -> Path:
