@@ -57,7 +57,7 @@ edges leaving the documents reached at the previous hop.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -191,18 +191,15 @@ class _Level:
 
 
 @dataclass
-class _Found:
-    """A document the traversal reached: its bonus and how to rebuild its path."""
-
-    bonus: float
-    hop: int
-    path: tuple[EdgeContext, ...]
-    origin: int
-
-
-@dataclass
 class _Traversal:
-    found: dict[int, _Found] = field(default_factory=dict)
+    """What a traversal found: the documents it reached (``rows``, ascending) with their bonus
+    and hop, the query's stats, and ``path(i)``, which rebuilds the path of ``rows[i]`` and names
+    its origin seed (asked only for the documents that make the final list)."""
+
+    rows: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    bonus: FloatArray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
+    hops: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    path: Callable[[int], tuple[tuple[EdgeContext, ...], int]] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
 
@@ -341,22 +338,19 @@ class GraphRetriever:
             traversal = self._propagate(seed_rows, seed_scores)
         else:
             traversal = self._oasis(seed_rows)
-        seed_score_of = {int(row): float(score) for row, score in zip(seed_rows, seed_scores, strict=True)}
-        seed_rank_of = {int(row): rank for rank, row in enumerate(seed_rows.tolist(), 1)}
-        candidates = sorted(set(seed_score_of) | set(traversal.found))
-        rows = np.asarray(candidates, dtype=np.int64)
-        is_seed = np.asarray([row in seed_score_of for row in candidates], dtype=bool)
-        similarity = np.asarray([seed_score_of.get(row, 0.0) for row in candidates], dtype=np.float64)
+        seed_order = np.argsort(seed_rows, kind="stable")
+        seed_sorted = seed_rows[seed_order]
+        rows = np.union1d(seed_sorted, traversal.rows)
+        seed_at, is_seed = _positions(seed_sorted, rows)
+        found_at, is_found = _positions(traversal.rows, rows)
+        similarity = np.zeros(rows.size, dtype=np.float64)
+        similarity[is_seed] = seed_scores[seed_order][seed_at[is_seed]]
         if params.rescore_reached and not is_seed.all():
-            reached = rows[~is_seed]
             query = np.asarray(query_vector, dtype=np.float32)
-            similarity[~is_seed] = (
-                np.asarray(self.store.embeddings[reached], dtype=np.float32) @ query
-            ).astype(np.float64)
-        bonus = np.asarray(
-            [traversal.found[row].bonus if row in traversal.found else 0.0 for row in candidates],
-            dtype=np.float64,
-        )
+            reached = np.asarray(self.store.embeddings[rows[~is_seed]], dtype=np.float32)
+            similarity[~is_seed] = (reached @ query).astype(np.float64)
+        bonus = np.zeros(rows.size, dtype=np.float64)
+        bonus[is_found] = traversal.bonus[found_at[is_found]]
         scores = params.vector_weight * similarity + params.graph_weight * bonus
         order = np.lexsort((rows, -scores))
         if params.graph_top_k > 0:
@@ -366,28 +360,30 @@ class GraphRetriever:
             chosen = chosen[np.lexsort((rows[chosen], -scores[chosen]))]
         else:
             chosen = order[:top_k]
+        seed_rank_of = {int(row): rank for rank, row in enumerate(seed_rows.tolist(), 1)}
         doc_ids = self.store.doc_ids
         results = []
         for index in chosen.tolist():
             row = int(rows[index])
             provenance: dict[str, Any] = {}
-            found = traversal.found.get(row)
-            if row in seed_score_of:
+            if is_seed[index]:
                 provenance.update(
-                    found_by="seed+graph" if found is not None else "seed",
-                    seed_score=seed_score_of[row],
+                    found_by="seed+graph" if is_found[index] else "seed",
+                    seed_score=float(similarity[index]),
                     seed_rank=seed_rank_of[row],
                 )
             else:
                 provenance["found_by"] = "graph"
                 if params.rescore_reached:
                     provenance["similarity"] = float(similarity[index])
-            if found is not None:
+            if is_found[index] and traversal.path is not None:
+                position = int(found_at[index])
+                path, origin = traversal.path(position)
                 provenance.update(
-                    graph_bonus=found.bonus,
-                    hop=found.hop,
-                    origin=doc_ids[found.origin],
-                    path=found.path,
+                    graph_bonus=float(traversal.bonus[position]),
+                    hop=int(traversal.hops[position]),
+                    origin=doc_ids[origin],
+                    path=path,
                 )
             provenance["stats"] = traversal.stats
             results.append(
@@ -511,7 +507,7 @@ class GraphRetriever:
             ok = np.isfinite(value)
             idx = np.flatnonzero(ok)
             records.append((level.nodes[idx], self._decay[hop] * value[idx], hop, idx, slot_used[idx]))
-        found: dict[int, _Found] = {}
+        traversal = _Traversal()
         if records:
             all_nodes = np.concatenate([record[0] for record in records])
             all_bonus = np.concatenate([record[1] for record in records])
@@ -522,15 +518,20 @@ class GraphRetriever:
             all_slots = np.concatenate([record[4] for record in records])
             # per document: the largest bonus; ties go to the shorter walk
             ranked = np.lexsort((all_slots, all_hops, -all_bonus, all_nodes))
-            firsts = ranked[np.concatenate(([True], all_nodes[ranked][1:] != all_nodes[ranked][:-1]))]
-            for pick in firsts.tolist():
-                hop, index, slot = int(all_hops[pick]), int(all_index[pick]), int(all_slots[pick])
-                path, origin = self._walk_back(levels, hop, index, slot)
-                found[int(all_nodes[pick])] = _Found(float(all_bonus[pick]), hop, path, origin)
+            nodes_ranked = all_nodes[ranked]
+            firsts = ranked[np.concatenate(([True], nodes_ranked[1:] != nodes_ranked[:-1]))]
+            hops, indices, slots = all_hops[firsts], all_index[firsts], all_slots[firsts]
+
+            def path(position: int) -> tuple[tuple[EdgeContext, ...], int]:
+                return self._walk_back(
+                    levels, int(hops[position]), int(indices[position]), int(slots[position])
+                )
+
+            traversal = _Traversal(rows=all_nodes[firsts], bonus=all_bonus[firsts], hops=hops, path=path)
         reached = (
             np.unique(np.concatenate([level.nodes for level in levels[1:]])) if len(levels) > 1 else None
         )
-        stats = _empty_stats(seed_rows.size)
+        stats = traversal.stats = _empty_stats(seed_rows.size)
         stats.update(
             edges_scanned=scanned,
             edges_followed=followed,
@@ -538,7 +539,7 @@ class GraphRetriever:
             graph_found=0 if reached is None else int(np.count_nonzero(~np.isin(reached, seed_rows))),
             hops=len(levels) - 1,
         )
-        return _Traversal(found=found, stats=stats)
+        return traversal
 
     def _walk_back(
         self, levels: list[_Level], hop: int, index: int, slot: int
@@ -590,15 +591,17 @@ class GraphRetriever:
                 keep = np.argsort(-bonuses, kind="stable")[: params.max_frontier]
                 discovered = discovered[np.sort(keep)]
             frontier = discovered
-        found: dict[int, _Found] = {}
-        for row, (_, _, hop, bonus) in parent.items():
+        found_rows = np.asarray(sorted(parent), dtype=np.int64)
+
+        def path(position: int) -> tuple[tuple[EdgeContext, ...], int]:
             steps: list[EdgeContext] = []
-            current = row
+            current = int(found_rows[position])
             while current in parent:
                 from_row, edge_id, step_hop, _ = parent[current]
                 steps.append(self._context(edge_id, from_row, current, step_hop))
                 current = from_row
-            found[row] = _Found(bonus, hop, tuple(reversed(steps)), current)
+            return tuple(reversed(steps)), current
+
         stats = _empty_stats(seed_rows.size)
         stats.update(
             edges_scanned=scanned,
@@ -607,7 +610,22 @@ class GraphRetriever:
             graph_found=len(parent),
             hops=hops,
         )
-        return _Traversal(found=found, stats=stats)
+        return _Traversal(
+            rows=found_rows,
+            bonus=np.asarray([parent[row][3] for row in found_rows.tolist()], dtype=np.float64),
+            hops=np.asarray([parent[row][2] for row in found_rows.tolist()], dtype=np.int64),
+            path=path,
+            stats=stats,
+        )
+
+
+def _positions(sorted_rows: IntArray, rows: IntArray) -> tuple[IntArray, BoolArray]:
+    """For each of ``rows``: its index in ``sorted_rows`` and whether it is there at all."""
+    at = np.searchsorted(sorted_rows, rows)
+    present = np.zeros(rows.size, dtype=bool)
+    inside = at < sorted_rows.size
+    present[inside] = sorted_rows[at[inside]] == rows[inside]
+    return at, present
 
 
 def _empty_stats(n_seeds: int) -> dict[str, Any]:
