@@ -194,6 +194,7 @@ def test_multirun_sweeps_hop_decay_and_max_hops(shared_datasets: Path, tmp_path:
         "run.latency.n_queries=0",
         "~retrievers.dense",
         "~retrievers.graph_oasis",
+        "~retrievers.graph_rescored",
         "retrievers.graph.hop_decay=0.0,1.0",
         "retrievers.graph.max_hops=0,1",
         "sweep.evaluate_best=false",
@@ -204,6 +205,7 @@ def test_multirun_sweeps_hop_decay_and_max_hops(shared_datasets: Path, tmp_path:
     assert done.returncode == 0, done.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:
         rows = list(csv.DictReader(handle))
+    assert {row["retriever"] for row in rows} == {"graph"}
     grid = {(row["retrievers.graph.hop_decay"], row["retrievers.graph.max_hops"]): row for row in rows}
     assert set(grid) == {("0.0", "0"), ("0.0", "1"), ("1.0", "0"), ("1.0", "1")}
     assert float(grid[("1.0", "1")]["stats.edges_followed"]) > 0
