@@ -37,7 +37,15 @@ def main(cfg: DictConfig) -> dict[str, dict[str, float]]:
     print(f"\n{settings.name}: {summary.dataset} ({summary.split}), {summary.results[0].n_queries} queries")
     print(summary_table(summary, settings, fmt="simple"))
     print(f"\nreport: {output_dir}/report.md")
-    return summary.metrics()
+    # what a sweeper optimises (hydra.sweeper.objective, e.g. bm25.nDCG@10): every metric, and
+    # latency for quality-vs-latency studies
+    return {
+        result.name: {
+            **result.metrics,
+            **{f"latency.{key}": result.latency[key] for key in ("p50_ms", "p95_ms") if result.latency},
+        }
+        for result in summary.results
+    }
 
 
 if __name__ == "__main__":
