@@ -6,11 +6,13 @@ there (``__post_init__``), so a harness can check a configuration before any sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from retrievers.chunking import Hits, search_documents
 from retrievers.store import ContextStore
 from retrievers.types import Embedder, RetrievalResult
 
@@ -31,6 +33,23 @@ def results_from_rows(store: ContextStore, scores: np.ndarray, rows: np.ndarray)
     return [
         RetrievalResult(doc_id=doc_ids[row], score=float(score))
         for score, row in zip(scores, rows, strict=True)
+    ]
+
+
+def document_results(
+    store: ContextStore, search: Callable[[Sequence[int], int], Sequence[Hits]], n_queries: int, top_k: int
+) -> list[list[RetrievalResult]]:
+    """For a chunked store: each query's top ``top_k`` documents, a document scoring its best
+    chunk (``provenance["chunk_id"]``), from a chunk search ``search(query_indices, k)`` read as
+    deep as needed (retrievers/chunking.py)."""
+    return [
+        [
+            RetrievalResult(
+                doc_id=store.parent_ids[parent], score=float(score), provenance={"chunk_id": store.doc_ids[row]}
+            )
+            for parent, score, row in zip(hits.parents.tolist(), hits.scores.tolist(), hits.rows.tolist(), strict=True)
+        ]
+        for hits in search_documents(search, n_queries, top_k, store.parent_of)
     ]
 
 
@@ -56,6 +75,13 @@ class BM25Retriever:
         check_top_k(top_k)
         for query in queries:
             check_query(query)
+        if self.store.chunked:  # rank documents by their best chunk
+            return document_results(
+                self.store,
+                lambda picked, k: self.store.bm25.search([queries[i] for i in picked], k, mask=self.store.allowed),
+                len(queries),
+                top_k,
+            )
         hits = self.store.bm25.search(list(queries), top_k, mask=self.store.allowed)
         return [results_from_rows(self.store, scores, rows) for scores, rows in hits]
 
@@ -93,6 +119,9 @@ class DenseRetriever:
     def retrieve(self, query: str, top_k: int = 10) -> list[RetrievalResult]:
         return self.retrieve_batch([query], top_k)[0]
 
+    def _search_rows(self, vectors: np.ndarray, picked: Sequence[int], k: int) -> Sequence[Hits]:
+        return self.store.vectors.search(vectors[list(picked)], k, mask=self.store.allowed)
+
     def retrieve_batch(self, queries: Sequence[str], top_k: int = 10) -> list[list[RetrievalResult]]:
         check_top_k(top_k)
         for query in queries:
@@ -101,6 +130,9 @@ class DenseRetriever:
         size = self.params.query_batch_size
         for start in range(0, len(queries), size):
             vectors = self.embedder.encode(list(queries[start : start + size]), kind="query")
+            if self.store.chunked:  # rank documents by their best chunk
+                results += document_results(self.store, partial(self._search_rows, vectors), len(vectors), top_k)
+                continue
             for scores, rows in self.store.vectors.search(vectors, top_k, mask=self.store.allowed):
                 results.append(results_from_rows(self.store, scores, rows))
         return results

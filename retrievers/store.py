@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from retrievers.chunking import ChunkingConfig, chunk_documents
 from retrievers.edges import EdgeConfig, EdgeSet, build_edges
 from retrievers.hierarchy import ContextTree, HierarchyConfig, build_tree
 from retrievers.index import BM25Index, ExactVectorIndex
@@ -66,6 +67,8 @@ class StoreConfig:
     timestamps: TimestampConfig | None = field(default_factory=TimestampConfig)
     #: document edges (retrievers/edges.py): kNN similarity, sequence, references, mentions; None = none
     edges: EdgeConfig | None = None
+    #: parent-child chunks (retrievers/chunking.py): {size, overlap} in whitespace tokens; None = whole documents
+    chunking: ChunkingConfig | None = None
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> StoreConfig:
@@ -76,15 +79,20 @@ class StoreConfig:
         hierarchy = values.get("hierarchy")
         timestamps = values.get("timestamps", {})
         edges = values.get("edges")
+        chunking = values.get("chunking")
         return cls(
             bm25=BM25Config(**bm25),
             hierarchy=None if hierarchy is None else HierarchyConfig.from_dict(hierarchy),
             timestamps=None if timestamps is None else TimestampConfig.from_dict(timestamps),
             edges=None if edges is None else EdgeConfig.from_dict(edges),
+            chunking=None if chunking is None else ChunkingConfig.from_dict(chunking),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        values = asdict(self)
+        if values.get("chunking") is None:  # unchunked stores keep the cache keys they had before chunking
+            values.pop("chunking", None)
+        return values
 
     def input_files(self, source_folder: Path | None) -> list[Path]:
         """Files a build reads besides the corpus (e.g. the tree's summaries file); their content
@@ -128,6 +136,41 @@ class ContextStore:
         self.timestamps: DocumentTimes | None = None
         #: typed, weighted document edges in CSR form (edges.py); None when ``config.edges`` is None
         self.edges: EdgeSet | None = None
+        # Parent documents (chunking.py). A chunked store's rows are chunks and these are the
+        # documents they came from; otherwise they are the rows themselves.
+        self.parent_documents: list[Document] = documents
+        self.parent_ids: list[str] = self.doc_ids
+        self.parent_row_of: dict[str, int] = self.row_of
+        #: row -> index into ``parent_ids`` (int64)
+        self.parent_of: np.ndarray = np.arange(len(documents), dtype=np.int64)
+
+    @property
+    def chunked(self) -> bool:
+        """Whether rows are chunks of documents (results are then resolved to documents)."""
+        return self.parent_documents is not self.documents
+
+    def set_parents(self, parents: list[Document], parent_of: np.ndarray) -> None:
+        """Declare the rows chunks of ``parents`` (sorted by id): ``parent_of[row]`` indexes
+        ``parents``. Every parent must own at least one row, and each row's metadata
+        ``parent_id`` (when present) must name its parent."""
+        parent_ids = [doc.id for doc in parents]
+        if any(a >= b for a, b in itertools.pairwise(parent_ids)):
+            raise ValueError("parent documents must be sorted by id without duplicates")
+        mapping = np.asarray(parent_of, dtype=np.int64)
+        if mapping.shape != (len(self.documents),):
+            raise ValueError(f"parent_of has shape {mapping.shape}, expected ({len(self.documents)},)")
+        if mapping.size and (mapping.min() < 0 or mapping.max() >= len(parents)):
+            raise ValueError(f"parent_of holds indices outside [0, {len(parents) - 1}]")
+        if np.unique(mapping).size != len(parents):
+            raise ValueError("every parent document needs at least one chunk row")
+        for row, doc in enumerate(self.documents):
+            named = doc.metadata.get("parent_id")
+            if named is not None and named != parent_ids[mapping[row]]:
+                raise ValueError(f"row {doc.id!r} says parent_id {named!r}, parent_of says {parent_ids[mapping[row]]!r}")
+        self.parent_documents = parents
+        self.parent_ids = parent_ids
+        self.parent_row_of = {doc_id: index for index, doc_id in enumerate(parent_ids)}
+        self.parent_of = mapping
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -175,6 +218,13 @@ class ContextStore:
         ordered = sorted(documents, key=lambda doc: doc.id)
         if not ordered:
             raise ValueError("cannot build a store from an empty corpus")
+        parents: list[Document] | None = None
+        if config.chunking is not None:  # rows become chunks; the documents are kept as parents
+            for previous, current in itertools.pairwise(ordered):
+                if previous.id == current.id:
+                    raise ValueError(f"duplicate document id {current.id!r}")
+            parents = ordered
+            ordered = sorted(chunk_documents(parents, config.chunking), key=lambda doc: doc.id)
         for previous, current in itertools.pairwise(ordered):
             if previous.id == current.id:
                 raise ValueError(f"duplicate document id {current.id!r}")
@@ -202,6 +252,12 @@ class ContextStore:
         store = cls(
             ordered, embeddings, bm25, embedder_name=embedder.name, config=config, build_seconds=seconds
         )
+        if parents is not None:
+            parent_index = {doc.id: index for index, doc in enumerate(parents)}
+            store.set_parents(
+                parents,
+                np.fromiter((parent_index[doc.metadata["parent_id"]] for doc in ordered), np.int64, len(ordered)),
+            )
         if tree is not None:
             tree.leaf_rows(store.row_of)  # every leaf names a document of the store
             store.tree = tree
@@ -239,6 +295,10 @@ class ContextStore:
             self.timestamps.save(folder / "timestamps")
         if self.edges is not None:
             self.edges.save(folder / "edges")
+        if self.chunked:
+            (folder / "parents").mkdir(exist_ok=True)
+            _write_documents(folder / "parents" / "documents.jsonl", self.parent_documents)
+            np.save(folder / "parents" / "parent_of.npy", self.parent_of, allow_pickle=False)
 
     @classmethod
     def load(cls, folder: Path, *, mmap: bool = True) -> ContextStore:
@@ -275,4 +335,24 @@ class ContextStore:
             store.timestamps = DocumentTimes.load(folder / "timestamps", len(documents), mmap=mmap)
         if (folder / "edges").is_dir():
             store.edges = EdgeSet.load(folder / "edges", mmap=mmap, n_nodes=len(documents))
+        if (folder / "parents").is_dir():
+            store.set_parents(
+                _read_documents(folder / "parents" / "documents.jsonl"),
+                np.load(folder / "parents" / "parent_of.npy", allow_pickle=False),
+            )
         return store
+
+
+def _write_documents(path: Path, documents: Iterable[Document]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for doc in documents:
+            record = {"_id": doc.id, "title": doc.title, "text": doc.text, "metadata": dict(doc.metadata)}
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _read_documents(path: Path) -> list[Document]:
+    with open(path, encoding="utf-8") as handle:
+        return [
+            Document(id=record["_id"], text=record["text"], title=record["title"], metadata=record["metadata"])
+            for record in map(json.loads, handle)
+        ]

@@ -35,7 +35,7 @@ from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
 from viking_eval.report import write_outputs
-from viking_eval.settings import RetrieverSpec, Settings
+from viking_eval.settings import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.splits import Phase, load_for_phase
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ def _check_results(name: str, query_id: str, results: list[RetrievalResult], sto
     for result in results:
         if not math.isfinite(result.score):
             raise ValueError(f"retriever {name} returned a non-finite score for query {query_id}: {result}")
-        if result.doc_id not in store.row_of:
+        if result.doc_id not in store.parent_row_of:  # documents (a chunked store's parents), never chunks
             raise ValueError(
                 f"retriever {name} returned unknown doc id {result.doc_id!r} for query {query_id}"
             )
@@ -282,8 +282,10 @@ def run_retriever(
             scoped_stores[scope] = store if key is None else store.restricted(store.metadata_mask(key, scope))
         return scoped_stores[scope]
 
+    params = instantiate_objects(spec.params, f"retrievers.{spec.name}")  # e.g. a reranker, built once
+
     def make(with_embedder: Embedder, scope: Hashable) -> Retriever:
-        retriever: Retriever = cls(store_for(scope), embedder=with_embedder, **spec.params)
+        retriever: Retriever = cls(store_for(scope), embedder=with_embedder, **params)
         return retriever
 
     cached_embedder = CachedEmbedder(embedder, cache)

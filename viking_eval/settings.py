@@ -144,8 +144,29 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
         raise ConfigError(
             f"{where}: {target} is not a retriever of this project (it has no Params dataclass)"
         )
-    _build(params_cls, values, where)
+    _build(params_cls, instantiate_objects(values, where), where)
     return RetrieverSpec(name=name, target=target, params=values)
+
+
+def instantiate_objects(values: Mapping[str, Any], where: str = "retrievers") -> dict[str, Any]:
+    """Retriever parameters with object-valued entries built: a mapping with a ``_target_``
+    (e.g. ``reranker: {_target_: retrievers.rerank.EmbeddingReranker, ...}`` composed from
+    conf/reranker/) becomes the instantiated object, ``_target_: null`` (conf/reranker/none.yaml)
+    becomes None. Every other value passes through, for the retriever's Params to validate."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping) and "_target_" in value:
+            if value["_target_"] is None:
+                out[key] = None
+                continue
+            try:
+                out[key] = instantiate(dict(value))
+            except Exception as error:  # hydra wraps constructor errors
+                cause = error.__cause__ or error
+                raise ConfigError(f"{where}.{key}: {cause}") from None
+        else:
+            out[key] = value
+    return out
 
 
 def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:

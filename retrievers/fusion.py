@@ -1,0 +1,222 @@
+"""Rank and score fusion: weighted reciprocal rank fusion, convex combination of normalised
+scores, CombSUM / CombMNZ, score normalisation and the project's tie-breaking order.
+
+Inputs are per-leg rankings (items best first) or runs (``{item: raw score}``); outputs are
+``{item: fused score}`` mappings that :func:`ranked` turns into the one ranking order of the
+project, score descending then item ascending. Items are anything hashable and mutually
+comparable (doc ids, or store row indices, whose order is the doc id order).
+
+Conventions shared by the score-based fusions (:func:`convex_combination`, :func:`comb_sum`,
+:func:`comb_mnz`): each leg's scores are normalised over the documents that leg returned
+(:func:`normalize_scores`); a document a leg did not return gets that leg's lowest normalised
+value (0 with min-max, the lowest z-score with z-score), i.e. "no evidence" is worth what the
+weakest evidence is, never more. Weights multiply each leg's contribution.
+
+Sources:
+
+* RRF: G. V. Cormack, C. L. A. Clarke, S. Büttcher, "Reciprocal rank fusion outperforms
+  Condorcet and individual rank learning methods", SIGIR 2009 (``k = 60``).
+* CombSUM, CombMNZ: E. A. Fox, J. A. Shaw, "Combination of multiple searches", TREC-2, 1994;
+  min-max normalisation before combining: J. H. Lee, "Analyses of multiple evidence
+  combination", SIGIR 1997.
+* Convex combination of normalised lexical and dense scores: S. Bruch, S. Gai, A. Ingber,
+  "An analysis of fusion functions for hybrid retrieval", ACM TOIS 2023 (they find it more
+  robust than RRF when tuned; z-score normalisation is their "z" variant).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "NORMALIZATIONS",
+    "Normalization",
+    "comb_mnz",
+    "comb_sum",
+    "convex_combination",
+    "normalize_scores",
+    "ranked",
+    "reciprocal_rank_fusion",
+]
+
+Normalization = Literal["minmax", "zscore"]
+NORMALIZATIONS: tuple[str, ...] = ("minmax", "zscore")
+
+
+class _Comparable(Hashable, Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+Item = TypeVar("Item", bound=_Comparable)
+
+#: relative tolerance for "the weights of a convex combination sum to 1"
+_WEIGHT_SUM_TOLERANCE = 1e-9
+
+
+def ranked(scores: Mapping[Item, float], limit: int | None = None) -> list[tuple[Item, float]]:
+    """``(item, score)`` pairs by score descending, then item ascending (the project's ranking
+    rule: ties never depend on insertion order), cut to ``limit`` when given (``limit >= 0``).
+    Scores must be finite."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
+    for item, score in scores.items():
+        if not math.isfinite(score):
+            raise ValueError(f"score of {item!r} is {score}; fused scores must be finite")
+    order = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+    return order if limit is None else order[:limit]
+
+
+def _check_weights(weights: Sequence[float] | None, n_legs: int) -> list[float]:
+    if weights is None:
+        return [1.0] * n_legs
+    values = list(weights)
+    if len(values) != n_legs:
+        raise ValueError(f"got {len(values)} weights for {n_legs} legs; give one weight per leg")
+    for i, weight in enumerate(values):
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+            raise ValueError(f"weights[{i}] must be a finite number >= 0, got {weight!r}")
+        if weight < 0:
+            raise ValueError(f"weights[{i}] must be >= 0, got {weight}")
+    return [float(weight) for weight in values]
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[Item]],
+    weights: Sequence[float] | None = None,
+    *,
+    k: float = 60,
+    normalize: bool = False,
+) -> dict[Item, float]:
+    """Weighted reciprocal rank fusion (Cormack et al., SIGIR 2009).
+
+    ``score(d) = sum_i w_i / (k + rank_i(d) + 1)`` over the legs ``i`` that returned ``d``, with
+    ``rank_i(d)`` its 0-based position in ``rankings[i]`` (so the first item of a leg adds
+    ``w_i / (k + 1)``, the paper's ``1 / (k + r)`` with ``r`` from 1). ``weights`` default to 1
+    each. ``normalize`` multiplies every score by ``k + 1``: with weights summing to 1 a document
+    ranked first by every leg then scores exactly 1.0 (oasis's normalised RRF).
+
+    ``k > 0`` (finite); a ranking must not list an item twice.
+    """
+    if isinstance(k, bool) or not isinstance(k, int | float) or not (math.isfinite(k) and k > 0):
+        raise ValueError(f"k must be a finite number > 0, got {k!r}")
+    if not isinstance(normalize, bool):
+        raise ValueError(f"normalize must be True or False, got {normalize!r}")
+    leg_weights = _check_weights(weights, len(rankings))
+    scale = (k + 1) if normalize else 1.0
+    fused: dict[Item, float] = {}
+    for leg, (ranking, weight) in enumerate(zip(rankings, leg_weights, strict=True)):
+        seen: set[Item] = set()
+        for rank, item in enumerate(ranking):
+            if item in seen:
+                raise ValueError(f"rankings[{leg}] lists {item!r} twice")
+            seen.add(item)
+            fused[item] = fused.get(item, 0.0) + weight / (k + rank + 1)
+    if normalize:
+        fused = {item: score * scale for item, score in fused.items()}
+    return fused
+
+
+def normalize_scores(scores: npt.ArrayLike, method: Normalization = "minmax") -> npt.NDArray[np.float64]:
+    """One leg's scores mapped onto a common scale.
+
+    * ``minmax``: ``(s - min) / (max - min)`` into [0, 1] (Lee 1997); when every score is equal,
+      every document gets 1.0 (the leg returned them all as equally good).
+    * ``zscore``: ``(s - mean) / std`` with the population standard deviation; when every score
+      is equal, every document gets 0.0.
+
+    Scores must be finite; an empty input gives an empty output.
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    if values.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got shape {values.shape}")
+    if not np.isfinite(values).all():
+        raise ValueError("scores must be finite to be normalised")
+    if method not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {list(NORMALIZATIONS)}, got {method!r}")
+    if values.size == 0:
+        return values
+    if method == "minmax":
+        low, high = float(values.min()), float(values.max())
+        if high == low:
+            return np.ones_like(values)
+        return (values - low) / (high - low)
+    spread = float(values.std())
+    if spread == 0.0:
+        return np.zeros_like(values)
+    return (values - float(values.mean())) / spread
+
+
+def _normalised_runs(
+    runs: Sequence[Mapping[Item, float]], normalization: Normalization
+) -> list[tuple[dict[Item, float], float]]:
+    """Per leg: ``({item: normalised score}, value for an item the leg did not return)``."""
+    out: list[tuple[dict[Item, float], float]] = []
+    for run in runs:
+        items = list(run)
+        normalised = normalize_scores([run[item] for item in items], normalization)
+        floor = 0.0 if normalization == "minmax" or not items else float(normalised.min())
+        out.append((dict(zip(items, normalised.tolist(), strict=True)), floor))
+    return out
+
+
+def _weighted_sum(
+    runs: Sequence[Mapping[Item, float]], weights: list[float], normalization: Normalization
+) -> tuple[dict[Item, float], dict[Item, int]]:
+    """``sum_i w_i * n_i(d)`` over every document any leg returned, and how many legs returned it."""
+    legs = _normalised_runs(runs, normalization)
+    fused: dict[Item, float] = {}
+    found: dict[Item, int] = {}
+    for normalised, _ in legs:
+        for item in normalised:
+            found[item] = found.get(item, 0) + 1
+    for item in found:
+        total = 0.0
+        for (normalised, floor), weight in zip(legs, weights, strict=True):
+            total += weight * normalised.get(item, floor)
+        fused[item] = total
+    return fused, found
+
+
+def convex_combination(
+    runs: Sequence[Mapping[Item, float]],
+    weights: Sequence[float],
+    *,
+    normalization: Normalization = "minmax",
+) -> dict[Item, float]:
+    """Convex combination of normalised scores (Bruch et al., TOIS 2023):
+    ``score(d) = sum_i w_i * n_i(d)`` with ``w_i >= 0`` summing to 1 and ``n_i`` leg ``i``'s
+    normalised scores (see the module docstring for documents a leg did not return). With a
+    dense and a BM25 leg this is ``alpha * dense + (1 - alpha) * bm25``."""
+    leg_weights = _check_weights(weights, len(runs))
+    if runs and not math.isclose(math.fsum(leg_weights), 1.0, rel_tol=_WEIGHT_SUM_TOLERANCE):
+        raise ValueError(f"convex combination weights must sum to 1, got {leg_weights}")
+    return _weighted_sum(runs, leg_weights, normalization)[0]
+
+
+def comb_sum(
+    runs: Sequence[Mapping[Item, float]],
+    weights: Sequence[float] | None = None,
+    *,
+    normalization: Normalization = "minmax",
+) -> dict[Item, float]:
+    """CombSUM (Fox & Shaw 1994) over normalised scores: ``score(d) = sum_i w_i * n_i(d)``,
+    weights 1 each by default (the original, unweighted method). With weights summing to 1 it
+    is :func:`convex_combination`."""
+    return _weighted_sum(runs, _check_weights(weights, len(runs)), normalization)[0]
+
+
+def comb_mnz(
+    runs: Sequence[Mapping[Item, float]],
+    weights: Sequence[float] | None = None,
+    *,
+    normalization: Normalization = "minmax",
+) -> dict[Item, float]:
+    """CombMNZ (Fox & Shaw 1994): CombSUM times the number of legs that returned the document,
+    ``score(d) = |{i : d in run_i}| * sum_i w_i * n_i(d)`` — agreement between legs is rewarded."""
+    fused, found = _weighted_sum(runs, _check_weights(weights, len(runs)), normalization)
+    return {item: score * found[item] for item, score in fused.items()}
