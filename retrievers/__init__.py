@@ -5,15 +5,19 @@ or viking_eval (a test enforces it), and sentence-transformers/torch load only w
 """
 
 from retrievers.baselines import BM25Retriever, DenseRetriever
+from retrievers.chunking import ChunkingConfig
 from retrievers.edges import EdgeConfig, EdgeSet
 from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
+from retrievers.filters import MetadataFilter
 from retrievers.graph import GraphRetriever
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.hierarchy import ContextTree, HierarchyConfig
+from retrievers.hybrid import HybridRetriever
 from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.intent import FindResult, LLMIntentAnalyzer, RuleBasedAnalyzer, Session, TypedQuery
 from retrievers.multi_strategy import MultiStrategyRetriever
 from retrievers.query_analysis import QueryAnalyzer
+from retrievers.rerank import CrossEncoderReranker, EmbeddingReranker, LLMReranker
 from retrievers.store import BM25Config, ContextStore, StoreConfig
 from retrievers.timeparse import TimestampConfig
 from retrievers.tuned import TunedFileError, load_tuned
@@ -32,9 +36,11 @@ __all__ = [
     "BM25Config",
     "BM25Index",
     "BM25Retriever",
+    "ChunkingConfig",
     "ContextNode",
     "ContextStore",
     "ContextTree",
+    "CrossEncoderReranker",
     "DenseRetriever",
     "Document",
     "Edge",
@@ -42,12 +48,16 @@ __all__ = [
     "EdgeContext",
     "EdgeSet",
     "Embedder",
+    "EmbeddingReranker",
     "ExactVectorIndex",
     "FindResult",
     "GraphRetriever",
     "HierarchicalRetriever",
     "HierarchyConfig",
+    "HybridRetriever",
     "LLMIntentAnalyzer",
+    "LLMReranker",
+    "MetadataFilter",
     "MultiStrategyRetriever",
     "QueryAnalyzer",
     "Reranker",
