@@ -28,6 +28,10 @@ def main(cfg: DictConfig) -> dict[str, dict[str, float]]:
         sys.exit(2)
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
+    if settings.gate.baseline is not None:  # regression gate: run the baseline file's checks instead
+        from viking_eval.gate import gate_from_settings
+
+        sys.exit(gate_from_settings(settings, output_dir))
     # jobs of a sweep or study evaluate the tuning split; the chosen one is evaluated on the
     # reported split when the sweep ends (viking_eval/sweep.py)
     phase = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
@@ -36,7 +40,13 @@ def main(cfg: DictConfig) -> dict[str, dict[str, float]]:
     )
     print(f"\n{settings.name}: {summary.dataset} ({summary.split}), {summary.results[0].n_queries} queries")
     print(summary_table(summary, settings, fmt="simple"))
-    print(f"\nreport: {output_dir}/report.md")
+    if summary.significance is not None and summary.significance.comparisons:
+        print(summary.significance.legend())
+    print(f"\nreport: {output_dir}/report.md and report.html")
+    if settings.gate.baseline_run is not None:  # gate this run against a stored run's per-query values
+        from viking_eval.gate import compare_from_settings
+
+        sys.exit(compare_from_settings(settings, output_dir))
     # what a sweeper optimises (hydra.sweeper.objective, e.g. bm25.nDCG@10): every metric, and
     # latency for quality-vs-latency studies
     return {

@@ -55,6 +55,8 @@ class LatencyReport:
     search_p95_ms: float
     search_mean_ms: float
     batch_qps: float  # retrieve_batch over the same sample
+    # each timed query's total ms, in sample order: the distribution plots of report.html
+    samples_ms: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -125,4 +127,5 @@ def measure_latency(
         search_p95_ms=_ms(searches, 95),
         search_mean_ms=float(np.mean(searches) * 1000.0),
         batch_qps=len(sample) / max(batch_seconds, 1e-12),
+        samples_ms=tuple(round(total * 1000.0, 6) for total in totals),
     )

@@ -6,7 +6,9 @@ Data flow (DESIGN.md section 4)::
       -> for each retriever: retrieve_batch over all judged queries -> runs/<name>.trec
                              -> metrics (ir-measures) -> latency (one query at a time)
                              -> results/<name>.json   (the marker that this retriever is finished)
-      -> metrics.json, metrics.csv, per_query.csv, latency.json, environment.json, report.md
+      -> paired tests of every retriever against run.baseline (significance.py)
+      -> metrics.json, metrics.csv, per_query.csv, latency.json, significance.csv, environment.json,
+         report.md, report.html
 
 Resuming: a retriever whose ``results/<name>.json`` exists with the same specification key is not
 run again; the store is then not even loaded unless some retriever still has work to do.
@@ -36,6 +38,7 @@ from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
 from viking_eval.report import write_outputs
 from viking_eval.settings import RetrieverSpec, Settings, instantiate_objects
+from viking_eval.significance import SignificanceReport, compare_with_baseline
 from viking_eval.splits import Phase, load_for_phase
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ class RunSummary:
     data_issues: dict[str, int]
     phase: str = "report"
     tuned_on_reported_split: bool = False
+    significance: SignificanceReport | None = None  # every retriever vs run.baseline
 
     def metrics(self) -> dict[str, dict[str, float]]:
         return {result.name: result.metrics for result in self.results}
@@ -423,6 +427,12 @@ def run_experiment(
         data_issues=dataset.issues.as_dict(),
         phase=phase,
         tuned_on_reported_split=split_choice.on_reported_split,
+        significance=compare_with_baseline(
+            {result.name: result.per_query for result in results},
+            settings.run.baseline or results[0].name,
+            [metric.name for metric in settings.metrics],
+            settings.run.significance,
+        ),
     )
     environment = collect_environment(
         {

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from retrievers.store import StoreConfig
 from viking_eval.metrics import Metric, MetricError, parse_metrics
+from viking_eval.significance import SignificanceSettings
 
 
 class ConfigError(ValueError):
@@ -90,13 +91,16 @@ class LatencySettings:
 @dataclass(frozen=True)
 class RunSettings:
     """``top_k``: run depth in [1, 10000] (R@100 needs >= 100); ``batch_size``: queries per
-    ``retrieve_batch`` call in [1, 100000]."""
+    ``retrieve_batch`` call in [1, 100000]. ``baseline``: the retriever every other one is
+    compared with (paired tests, significance.csv, report markers); None = the first one."""
 
     top_k: int = 100
     batch_size: int = 256
     metrics: tuple[str, ...] = ("nDCG@10", "R@10", "R@100", "RR@10", "AP@100")
     latency: LatencySettings = field(default_factory=LatencySettings)
     resume: bool = True
+    baseline: str | None = None
+    significance: SignificanceSettings = field(default_factory=SignificanceSettings)
 
     def __post_init__(self) -> None:
         if not 1 <= self.top_k <= 10_000:
@@ -115,6 +119,30 @@ class RetrieverSpec:
 
 
 @dataclass(frozen=True)
+class GateSettings:
+    """The regression gate (viking_eval/gate.py). ``baseline``: a baseline file
+    (experiments/baselines/<name>.yaml); when set, the run executes that file's checks instead of
+    the configured run. ``baseline_run``: a run folder; when set, the finished run is compared
+    with that run's per-query values. ``tolerance``: absolute metric tolerance of the run-folder
+    comparison, in [0, 1]; ``latency_reference``: a retriever whose latency the others' is gated
+    against (ratio), ``latency_tolerance``: relative, in [0, 100]."""
+
+    baseline: str | None = None
+    baseline_run: str | None = None
+    tolerance: float = 0.005
+    latency_reference: str | None = None
+    latency_tolerance: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.tolerance <= 1.0:
+            raise ValueError(f"tolerance must be in [0, 1], got {self.tolerance}")
+        if not 0.0 <= self.latency_tolerance <= 100.0:
+            raise ValueError(f"latency_tolerance must be in [0, 100], got {self.latency_tolerance}")
+        if self.baseline is not None and self.baseline_run is not None:
+            raise ValueError("set baseline (a baseline file) or baseline_run (a run folder), not both")
+
+
+@dataclass(frozen=True)
 class Settings:
     name: str
     dataset: DatasetSettings
@@ -125,6 +153,7 @@ class Settings:
     retrievers: list[RetrieverSpec]
     cache_dir: str | None
     show_progress: bool | None
+    gate: GateSettings = field(default_factory=GateSettings)
 
 
 def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
@@ -192,7 +221,7 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-TOP_LEVEL_KEYS = {"name", "dataset", "embedder", "store", "retrievers", "run", "cache_dir", "show_progress", "sweep"}
+TOP_LEVEL_KEYS = {"name", "dataset", "embedder", "store", "retrievers", "run", "cache_dir", "show_progress", "sweep", "gate"}
 
 
 def load_settings(cfg: DictConfig) -> Settings:
@@ -204,9 +233,12 @@ def load_settings(cfg: DictConfig) -> Settings:
     dataset = _build(DatasetSettings, plain.get("dataset") or {}, "dataset")
     run_values = dict(plain.get("run") or {})
     latency = _build(LatencySettings, run_values.pop("latency", None) or {}, "run.latency")
+    significance = _build(
+        SignificanceSettings, run_values.pop("significance", None) or {}, "run.significance"
+    )
     if "metrics" in run_values:
         run_values["metrics"] = tuple(run_values["metrics"])
-    run = _build(RunSettings, {**run_values, "latency": latency}, "run")
+    run = _build(RunSettings, {**run_values, "latency": latency, "significance": significance}, "run")
     try:
         metrics = parse_metrics(run.metrics)
     except MetricError as error:
@@ -222,6 +254,16 @@ def load_settings(cfg: DictConfig) -> Settings:
             "'+retriever@retrievers.bm25=bm25'"
         )
     retrievers = [check_retriever(name, spec) for name, spec in retrievers_cfg.items()]
+    names = [spec.name for spec in retrievers]
+    if run.baseline is not None and run.baseline not in names:
+        raise ConfigError(
+            f"run.baseline: {run.baseline!r} is not a configured retriever; configured: {names}"
+        )
+    gate = _build(GateSettings, plain.get("gate") or {}, "gate")
+    if gate.latency_reference is not None and gate.latency_reference not in names:
+        raise ConfigError(
+            f"gate.latency_reference: {gate.latency_reference!r} is not a configured retriever; configured: {names}"
+        )
     return Settings(
         name=str(plain.get("name") or "default"),
         dataset=dataset,
@@ -232,4 +274,5 @@ def load_settings(cfg: DictConfig) -> Settings:
         retrievers=retrievers,
         cache_dir=plain.get("cache_dir"),
         show_progress=plain.get("show_progress"),
+        gate=gate,
     )

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from tabulate import tabulate
 
 from viking_eval import io
+from viking_eval.report.html import sweep_html
 from viking_eval.report.sweep_plots import sweep_plots
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,8 @@ def collect_sweep(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def write_sweep_summary(sweep_dir: Path) -> Path | None:
-    """Write sweep.csv and sweep.md; returns the csv path, None if no job finished."""
+    """Write sweep.csv, sweep.md and sweep.html (plots embedded); returns the csv path, None if no
+    job finished."""
     override_keys, rows = collect_sweep(sweep_dir)
     if not rows:
         log.warning("no finished jobs in %s; no sweep summary written", sweep_dir)
@@ -104,6 +106,7 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
     plots = sweep_plots(sweep_dir, rows, swept, metric_keys[0]) if swept and metric_keys else []
     links = "\n".join(f"![{path.stem}]({path.name})" for path in plots)
     io.write_text(sweep_dir / "sweep.md", f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n\n{links}\n")
+    io.write_text(sweep_dir / "sweep.html", sweep_html(sweep_dir, columns, rows, metric_keys, plots))
     return sweep_dir / "sweep.csv"
 
 

@@ -13,7 +13,9 @@ import io as text_io
 from typing import TYPE_CHECKING, Any
 
 from viking_eval import io
+from viking_eval.report.html import report_html
 from viking_eval.report.markdown import report_markdown
+from viking_eval.significance import CSV_COLUMNS, csv_rows
 
 if TYPE_CHECKING:
     from viking_eval.runner import RunSummary
@@ -32,7 +34,12 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
         "retrievers": {
             result.name: {
                 "metrics": result.metrics,
-                "latency": result.latency,
+                # the per-query samples stay in latency.json
+                "latency": (
+                    {key: value for key, value in result.latency.items() if key != "samples_ms"}
+                    if result.latency
+                    else result.latency
+                ),
                 "n_queries": result.n_queries,
                 "n_queries_without_results": result.n_queries_without_results,
                 "run_seconds": round(result.run_seconds, 4),
@@ -53,7 +60,8 @@ def _csv_text(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> None:
-    """Write metrics.json/.csv, per_query.csv, latency.json, environment.json and report.md."""
+    """Write metrics.json/.csv, per_query.csv, latency.json, significance.csv, environment.json,
+    report.md and report.html."""
     folder = summary.output_dir
     metric_names = [metric.name for metric in settings.metrics]
     io.write_json(folder / "metrics.json", metrics_document(summary))
@@ -89,5 +97,8 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
             },
         },
     )
+    if summary.significance is not None:
+        io.write_text(folder / "significance.csv", _csv_text(CSV_COLUMNS, csv_rows(summary.significance)))
     io.write_json(folder / "environment.json", environment)
     io.write_text(folder / "report.md", report_markdown(summary, settings, environment))
+    io.write_text(folder / "report.html", report_html(summary, settings, environment))

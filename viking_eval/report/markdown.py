@@ -18,13 +18,19 @@ def _latency(result: Any, key: str) -> str:
 
 
 def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github") -> str:
-    """One row per retriever: every metric (4 decimals), p50/p95 latency in ms, QPS."""
+    """One row per retriever: every metric (4 decimals; ▲/▼ significantly better/worse than the
+    baseline, see significance.py), p50/p95 latency in ms, QPS."""
     metric_names = [metric.name for metric in settings.metrics]
     header = ["retriever", *metric_names, "p50 ms", "p95 ms", "QPS"]
+    significance = summary.significance
     rows = [
         [
             result.name,
-            *(f"{result.metrics[name]:.4f}" for name in metric_names),
+            *(
+                f"{result.metrics[name]:.4f}"
+                + (significance.marker(result.name, name) if significance is not None else "")
+                for name in metric_names
+            ),
             _latency(result, "p50_ms"),
             _latency(result, "p95_ms"),
             _latency(result, "qps"),
@@ -32,6 +38,51 @@ def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github
         for result in summary.results
     ]
     return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)
+
+
+def significance_lines(summary: RunSummary) -> list[str]:
+    """The legend of the markers and each comparison with the baseline (primary test)."""
+    significance = summary.significance
+    if significance is None or not significance.comparisons:
+        return []
+    rows = [
+        [
+            c.retriever,
+            c.metric,
+            f"{c.mean_difference:+.4f}",
+            f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]",
+            f"{c.wins} / {c.ties} / {c.losses}",
+            f"{c.p_value:.3g}",
+            f"{c.p_adjusted:.3g}",
+            f"{c.effect_size:+.2f} ({c.effect_size_name})",
+        ]
+        for c in significance.comparisons
+        if c.test == significance.settings.test
+    ]
+    return [
+        significance.legend() + ".",
+        "",
+        f"## Against the baseline ({significance.baseline})",
+        "",
+        tabulate(
+            rows,
+            headers=[
+                "retriever",
+                "metric",
+                "Δ mean",
+                f"{significance.settings.confidence:.0%} CI (bootstrap)",
+                "wins / ties / losses",
+                f"p ({significance.settings.test})",
+                f"p ({significance.settings.correction})",
+                "effect size",
+            ],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
+        "",
+        "Every test (t-test, Wilcoxon, randomisation) is in `significance.csv`; plots in `report.html`.",
+        "",
+    ]
 
 
 def report_markdown(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> str:
@@ -54,6 +105,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
         "",
         summary_table(summary, settings),
         "",
+        *significance_lines(summary),
         "## Latency split (ms)",
         "",
     ]
@@ -123,8 +175,8 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
         f"{json.dumps(environment.get('store_build_seconds'))}",
         f"- peak RSS: {environment.get('peak_rss_mb')} MB",
         "",
-        "Files: `metrics.json`, `metrics.csv`, `per_query.csv`, `latency.json`, `runs/*.trec`, "
-        "`environment.json`, `config.yaml`.",
+        "Files: `metrics.json`, `metrics.csv`, `per_query.csv`, `significance.csv`, `latency.json`, "
+        "`runs/*.trec`, `environment.json`, `config.yaml`, `report.html`.",
         "",
     ]
     return "\n".join(lines)
