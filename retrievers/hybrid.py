@@ -40,7 +40,7 @@ import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ from retrievers.chunking import resolve_parents
 from retrievers.filters import MetadataFilter, filter_mask
 from retrievers.fusion import (
     NORMALIZATIONS,
+    Normalization,
     comb_mnz,
     comb_sum,
     convex_combination,
@@ -238,12 +239,12 @@ class HybridRetriever:
             dict(zip(row_list, hits[0].tolist(), strict=True))
             for row_list, (_, _, hits) in zip(rows, legs, strict=True)
         ]
-        normalization = self.params.normalization
+        normalization = cast(Normalization, self.params.normalization)  # validated by HybridParams
         if self.params.fusion == "convex":
-            return convex_combination(runs, weights, normalization=normalization)  # type: ignore[arg-type]
+            return convex_combination(runs, weights, normalization=normalization)
         if self.params.fusion == "combsum":
-            return comb_sum(runs, weights, normalization=normalization)  # type: ignore[arg-type]
-        return comb_mnz(runs, weights, normalization=normalization)  # type: ignore[arg-type]
+            return comb_sum(runs, weights, normalization=normalization)
+        return comb_mnz(runs, weights, normalization=normalization)
 
     def _finish(self, query: str, vector: LegHits, keyword: LegHits, top_k: int) -> list[RetrievalResult]:
         legs = [

@@ -177,3 +177,36 @@ def test_multirun_over_keyword_weight_and_rrf_k(shared_datasets: Path, tmp_path:
     assert grid[("1.0", "10")]["nDCG@10"] == grid[("1.0", "60")]["nDCG@10"]
     assert grid[("0.0", "10")]["nDCG@10"] != grid[("1.0", "10")]["nDCG@10"]
     assert float(grid[("1.0", "60")]["stats.vector_candidates"]) == 0  # the vector leg did not run
+
+
+def test_exported_hybrid_loads_through_load_tuned_and_reproduces_its_run(
+    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omegaconf import OmegaConf
+
+    from retrievers import HybridRetriever, load_tuned
+    from viking_eval.data import load_dataset
+    from viking_eval.export import export
+
+    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    overrides = [
+        "experiment=smoke",
+        *HYBRID,
+        "retrievers.hybrid.keyword_weight=0.6",
+        "retrievers.hybrid.rrf_k=10",
+        "retrievers.hybrid.fusion=combmnz",
+        "+store.chunking={size:24,overlap:8}",
+        "run.latency.n_queries=0",
+    ]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    run_experiment(load_settings(cfg), tmp_path / "run", config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+    path = export(tmp_path / "run", "hybrid-adi", retriever="hybrid", out_dir=tmp_path)
+    dataset = load_dataset(str(shared_datasets / "adi"), "test")
+    retriever = load_tuned(path, documents=dataset.corpus.values())
+    assert isinstance(retriever, HybridRetriever) and retriever.store.chunked
+    assert retriever.params.fusion == "combmnz" and retriever.params.rrf_k == 10
+    queries = list(dataset.queries.values())
+    results = retriever.retrieve_batch([query.text for query in queries], 100)
+    ranking = {query.id: [r.doc_id for r in rs] for query, rs in zip(queries, results, strict=True) if rs}
+    assert ranking == _trec(tmp_path / "run" / "runs" / "hybrid.trec")  # same documents, same order
