@@ -45,9 +45,13 @@ def document_results(
     return [
         [
             RetrievalResult(
-                doc_id=store.parent_ids[parent], score=float(score), provenance={"chunk_id": store.doc_ids[row]}
+                doc_id=store.parent_ids[parent],
+                score=float(score),
+                provenance={"chunk_id": store.doc_ids[row]},
             )
-            for parent, score, row in zip(hits.parents.tolist(), hits.scores.tolist(), hits.rows.tolist(), strict=True)
+            for parent, score, row in zip(
+                hits.parents.tolist(), hits.scores.tolist(), hits.rows.tolist(), strict=True
+            )
         ]
         for hits in search_documents(search, n_queries, top_k, store.parent_of)
     ]
@@ -78,7 +82,9 @@ class BM25Retriever:
         if self.store.chunked:  # rank documents by their best chunk
             return document_results(
                 self.store,
-                lambda picked, k: self.store.bm25.search([queries[i] for i in picked], k, mask=self.store.allowed),
+                lambda picked, k: self.store.bm25.search(
+                    [queries[i] for i in picked], k, mask=self.store.allowed
+                ),
                 len(queries),
                 top_k,
             )
@@ -131,7 +137,9 @@ class DenseRetriever:
         for start in range(0, len(queries), size):
             vectors = self.embedder.encode(list(queries[start : start + size]), kind="query")
             if self.store.chunked:  # rank documents by their best chunk
-                results += document_results(self.store, partial(self._search_rows, vectors), len(vectors), top_k)
+                results += document_results(
+                    self.store, partial(self._search_rows, vectors), len(vectors), top_k
+                )
                 continue
             for scores, rows in self.store.vectors.search(vectors, top_k, mask=self.store.allowed):
                 results.append(results_from_rows(self.store, scores, rows))

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KNOWN_PACKAGED_MODELS",
+    "NotFittedError",
     "SentenceTransformerEmbedder",
     "TfidfEmbedder",
     "model_fingerprint",
@@ -63,6 +64,15 @@ _FINGERPRINT_LEN = 16
 _SKIPPED_SUFFIXES = (".md",)  # model cards and docs never change vectors
 
 FloatMatrix = npt.NDArray[np.float32]
+_NOT_FITTED = "TfidfEmbedder must be fit(...) on the corpus first"
+
+
+class NotFittedError(RuntimeError, AttributeError):
+    """Raised when an unfitted :class:`TfidfEmbedder` is used.
+
+    A ``RuntimeError`` for callers; also an ``AttributeError`` so that ``hasattr`` (and with it
+    ``isinstance(embedder, Embedder)`` on Python 3.11) answers False instead of raising.
+    """
 
 
 def resolve_model_path(model_name: str) -> str:
@@ -162,6 +172,9 @@ class SentenceTransformerEmbedder:
     MiniLM); longer texts are truncated. Encoding runs in ``torch.inference_mode`` with the model in
     eval mode; sentence-transformers already sorts texts by length for batching and restores the
     order. On CPU the same texts give bit-identical vectors.
+
+    Note: on Python 3.11, ``isinstance(embedder, Embedder)`` reads every protocol member, so it
+    loads the model (through :attr:`dim`); check types statically or after loading instead.
     """
 
     def __init__(
@@ -169,7 +182,7 @@ class SentenceTransformerEmbedder:
         model_name: str = "sentence-transformers/all-MiniLM-L6-v2",
         *,
         max_seq_length: int | None = 256,
-        batch_size: int = 32,
+        batch_size: int = 64,
         normalize: bool = True,
         device: str = "cpu",
         query_prefix: str = "",
@@ -289,7 +302,9 @@ class SentenceTransformerEmbedder:
                 )
             model.max_seq_length = self.max_seq_length
         # sentence-transformers 6 renamed the method; older releases (>= 3.0 is allowed) only have the old one.
-        getter: Any = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        getter: Any = (
+            getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        )
         width = getter()
         if width is None or width < 1:
             raise RuntimeError(f"model {self.model_name!r} does not report its embedding dimension")
@@ -354,8 +369,9 @@ class TfidfEmbedder:
     """TF-IDF + truncated SVD (latent semantic analysis), then L2 normalisation.
 
     ``TfidfVectorizer(sublinear_tf=True, stop_words="english", token_pattern=r"(?u)\\b\\w\\w+\\b")``
-    followed by ``TruncatedSVD(dim, algorithm="randomized", n_iter=7, random_state=seed)``. Fast and
-    torch-free: for unit tests and quick sweeps. It must be :meth:`fit` on the corpus before
+    (float32) followed by ``TruncatedSVD(dim, algorithm="randomized", n_iter=7, random_state=seed)``.
+    Fast and torch-free (SciFact's 5,183 documents: about 3 s to fit, 0.5 s to encode): for unit
+    tests and quick sweeps. It must be :meth:`fit` on the corpus before
     :meth:`encode`; queries and documents are embedded the same way (``kind`` is only validated).
 
     The SVD cannot have more components than ``min(n_features, n_docs) - 1``, so ``fit`` caps
@@ -365,6 +381,7 @@ class TfidfEmbedder:
     """
 
     N_ITER = 7
+    VERSION = "v2"  # part of the name: bump when the same settings and texts give other vectors
 
     def __init__(
         self,
@@ -408,14 +425,18 @@ class TfidfEmbedder:
 
     @property
     def name(self) -> str:
-        """``tfidf-svd:<effective dim>:<seed>:<min_df>:<max_features>:<corpus hash>``.
+        """``tfidf-svd:v2:<effective dim>:<seed>:<min_df>:<max_features>:<corpus hash>``.
+
+        ``v2`` is the algorithm version (v2: a float32 TF-IDF matrix); it changes whenever the same
+        settings and texts would give other vectors, so no cache entry or tuned file is reused
+        across such a change.
 
         The corpus hash is the first 16 hex digits of SHA-256 over the fit texts, each as its
         length (8 bytes) followed by its UTF-8 bytes, so the same texts in the same order give the
         same name and no two text lists collide by concatenation.
         """
         if self._name is None:
-            raise RuntimeError("TfidfEmbedder must be fit(...) on the corpus first")
+            raise NotFittedError(_NOT_FITTED)
         return self._name
 
     @name.setter
@@ -434,7 +455,7 @@ class TfidfEmbedder:
             token_pattern=r"(?u)\b\w\w+\b",
             min_df=self.min_df,
             max_features=self.max_features,
-            dtype=np.float64,
+            dtype=np.float32,  # halves the SVD time on SciFact with the same explained variance
         )
         try:
             matrix = vectorizer.fit_transform(items)
@@ -467,7 +488,7 @@ class TfidfEmbedder:
         self._svd = svd
         self._dim = effective
         self._name = (
-            f"tfidf-svd:{effective}:{self.seed}:{self.min_df}:{self.max_features}:"
+            f"tfidf-svd:{self.VERSION}:{effective}:{self.seed}:{self.min_df}:{self.max_features}:"
             f"{digest.hexdigest()[:_FINGERPRINT_LEN]}"
         )
         return self
@@ -476,7 +497,7 @@ class TfidfEmbedder:
         """Embed ``texts``: float32 ``(len(texts), dim)``, unit rows or all-zero rows (no known term)."""
         _check_kind(kind)
         if not self.fitted:
-            raise RuntimeError("TfidfEmbedder must be fit(...) on the corpus first")
+            raise NotFittedError(_NOT_FITTED)
         items = _check_texts(texts, "TfidfEmbedder.encode")
         if not items:
             return np.zeros((0, self._dim), dtype=np.float32)

@@ -577,7 +577,9 @@ class _Extractor:
         norm = float(np.linalg.norm(centre))
         if norm > 0:
             centre /= norm
-        similarity = block @ centre
+        # Vectors are float32: documents equally close to the centre differ only by rounding noise,
+        # so similarities are compared at 1e-6 and such ties go to the lower position, as documented.
+        similarity = np.round(block @ centre, 6)
         order = np.lexsort((rows, -similarity))[:count]
         return [int(rows[i]) for i in order]
 

@@ -166,7 +166,9 @@ class ContextStore:
         for row, doc in enumerate(self.documents):
             named = doc.metadata.get("parent_id")
             if named is not None and named != parent_ids[mapping[row]]:
-                raise ValueError(f"row {doc.id!r} says parent_id {named!r}, parent_of says {parent_ids[mapping[row]]!r}")
+                raise ValueError(
+                    f"row {doc.id!r} says parent_id {named!r}, parent_of says {parent_ids[mapping[row]]!r}"
+                )
         self.parent_documents = parents
         self.parent_ids = parent_ids
         self.parent_row_of = {doc_id: index for index, doc_id in enumerate(parent_ids)}
@@ -256,7 +258,9 @@ class ContextStore:
             parent_index = {doc.id: index for index, doc in enumerate(parents)}
             store.set_parents(
                 parents,
-                np.fromiter((parent_index[doc.metadata["parent_id"]] for doc in ordered), np.int64, len(ordered)),
+                np.fromiter(
+                    (parent_index[doc.metadata["parent_id"]] for doc in ordered), np.int64, len(ordered)
+                ),
             )
         if tree is not None:
             tree.leaf_rows(store.row_of)  # every leaf names a document of the store
@@ -353,6 +357,8 @@ def _write_documents(path: Path, documents: Iterable[Document]) -> None:
 def _read_documents(path: Path) -> list[Document]:
     with open(path, encoding="utf-8") as handle:
         return [
-            Document(id=record["_id"], text=record["text"], title=record["title"], metadata=record["metadata"])
+            Document(
+                id=record["_id"], text=record["text"], title=record["title"], metadata=record["metadata"]
+            )
             for record in map(json.loads, handle)
         ]

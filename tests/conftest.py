@@ -18,7 +18,9 @@ SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 def shared_datasets() -> Path:
     """The shared BEIR datasets folder (../shared/datasets from the repo root)."""
     if not (SHARED_DATASETS / "adi").is_dir():
-        raise RuntimeError(f"shared datasets not found at {SHARED_DATASETS}; tests need ../shared beside the repo")
+        raise RuntimeError(
+            f"shared datasets not found at {SHARED_DATASETS}; tests need ../shared beside the repo"
+        )
     return SHARED_DATASETS
 
 

