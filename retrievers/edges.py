@@ -42,12 +42,14 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.index import tokenize, top_k_rows
+from retrievers.llm import ChatClient, LLMError, parse_json_content
 from retrievers.types import Document, Edge
 
 __all__ = [
     "EDGE_RELATIONS",
     "EdgeConfig",
     "EdgeSet",
+    "LLMEdgeConfig",
     "MentionEdgeConfig",
     "ReferenceEdgeConfig",
     "SequenceEdgeConfig",
@@ -59,6 +61,17 @@ log = logging.getLogger(__name__)
 
 #: relation names the builders produce (an EdgeSet accepts any non-empty name)
 EDGE_RELATIONS = ("similar_to", "sequence", "references", "mentions", "part_of")
+#: the relations an LLM may name (oasis's eight relation types) and what they mean, as the prompt says
+LLM_RELATIONS = {
+    "references": "A cites or mentions content of B",
+    "elaborates": "A gives more detail on B's topic",
+    "depends_on": "A assumes knowledge from B",
+    "contradicts": "A conflicts with B",
+    "part_of": "A is a component or subset of B",
+    "similar_to": "A and B cover overlapping topics",
+    "sequence": "A follows B in a logical order",
+    "caused_by": "A is a consequence of B",
+}
 EDGES_FORMAT = 1
 _MAX_EXAMPLES = 5
 _SIMILARITY_BLOCK = 1024
@@ -189,6 +202,78 @@ class MentionEdgeConfig:
 
 
 @dataclass(frozen=True)
+class LLMEdgeConfig:
+    """Edges an LLM names between the documents of a batch (oasis's LLM graph extraction).
+
+    Batches of ``batch_size`` in [2, 50] documents: ``batching: sequential`` (oasis: consecutive
+    documents in store order, so only neighbours in that order can be linked) or ``neighbours``
+    (each document with its ``batch_size - 1`` nearest neighbours by embedding: one request per
+    document, links across the whole corpus). Each request lists the batch as
+    ``[doc id]: text`` (cut to ``max_text_chars``) and asks for
+    ``{"edges": [{"source", "target", "relation", "weight"}]}`` with ``relation`` one of
+    ``relations`` (a subset of :data:`LLM_RELATIONS`) and ``weight`` a confidence in (0, 1].
+    An edge naming an id outside its batch, itself, another relation or a bad weight is dropped
+    and counted (``llm.<reason>``), as are edges under ``min_weight`` in [0, 1];
+    ``max_edges_per_doc`` in [0, 100000] (0 = no limit) keeps each source's strongest. A batch
+    whose request fails or whose answer does not parse is skipped and counted
+    (``llm.failed_batch``); when more than ``max_failed_fraction`` in [0, 1] of the batches
+    fail, the build stops with an error, so that a store missing its LLM edges (say, the server
+    was down) is never cached. ``workers`` in [1, 64] requests run at once; answers are merged in
+    batch order. ``base_url``, ``model``, ``api_key_env``, ``timeout_s`` and ``temperature`` go to
+    :class:`retrievers.llm.ChatClient`."""
+
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = 5
+    batching: str = "sequential"
+    relations: tuple[str, ...] = tuple(LLM_RELATIONS)
+    min_weight: float = 0.0
+    max_edges_per_doc: int = 0
+    max_text_chars: int = 1000
+    timeout_s: float = 60.0
+    temperature: float = 0.0
+    workers: int = 4
+    max_failed_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        try:
+            self.client()  # validates the endpoint settings
+        except ValueError as error:
+            raise ValueError(f"edges.llm.{error}") from None
+        _check_range(self.batch_size, "edges.llm.batch_size", 2, 50)
+        if self.batching not in ("sequential", "neighbours"):
+            raise ValueError(
+                f"edges.llm.batching must be 'sequential' or 'neighbours', got {self.batching!r}"
+            )
+        relations = self.relations
+        if isinstance(relations, str) or not isinstance(relations, Sequence) or not relations:
+            raise ValueError(
+                f"edges.llm.relations must be a non-empty list of relation names, got {relations!r}"
+            )
+        unknown = [name for name in relations if name not in LLM_RELATIONS]
+        if unknown or len(set(relations)) != len(relations):
+            raise ValueError(
+                f"edges.llm.relations must name distinct relations of {list(LLM_RELATIONS)}, got {list(relations)}"
+            )
+        object.__setattr__(self, "relations", tuple(relations))
+        _check_unit(self.min_weight, "edges.llm.min_weight")
+        _check_range(self.max_edges_per_doc, "edges.llm.max_edges_per_doc", 0, 100_000)
+        _check_range(self.max_text_chars, "edges.llm.max_text_chars", 1, 1_000_000)
+        _check_range(self.workers, "edges.llm.workers", 1, 64)
+        _check_unit(self.max_failed_fraction, "edges.llm.max_failed_fraction")
+
+    def client(self) -> ChatClient:
+        return ChatClient(
+            self.base_url,
+            self.model,
+            api_key_env=self.api_key_env,
+            timeout_s=self.timeout_s,
+            temperature=self.temperature,
+        )
+
+
+@dataclass(frozen=True)
 class EdgeConfig:
     """Which edge builders run at store build (None = not that one). An EdgeConfig with every
     builder off gives an empty edge set: retrievers then fall back to plain vector search."""
@@ -197,6 +282,7 @@ class EdgeConfig:
     sequence: SequenceEdgeConfig | None = None
     references: ReferenceEdgeConfig | None = None
     mentions: MentionEdgeConfig | None = None
+    llm: LLMEdgeConfig | None = None
 
     @classmethod
     def from_dict(cls, values: object) -> EdgeConfig:
@@ -212,6 +298,7 @@ class EdgeConfig:
             "sequence": SequenceEdgeConfig,
             "references": ReferenceEdgeConfig,
             "mentions": MentionEdgeConfig,
+            "llm": LLMEdgeConfig,
         }
         built = {
             name: None
@@ -746,6 +833,130 @@ def _mention_edges(documents: Sequence[Document], config: MentionEdgeConfig, lin
     )
 
 
+_LLM_SYSTEM_PROMPT = """You find relationships between passages. Each passage is given as [id]: text.
+For every pair of passages A, B where A clearly relates to B, give one edge from A (source) to
+B (target) with one of these relations:
+{relations}
+and a weight: your confidence in (0, 1]. Reply with JSON only, exactly
+{{"edges": [{{"source": "<id>", "target": "<id>", "relation": "<relation>", "weight": <number>}}]}}
+using only the ids given, never linking a passage to itself; {{"edges": []}} when nothing relates."""
+
+
+def _llm_batches(
+    documents: Sequence[Document], embeddings: npt.ArrayLike | None, config: LLMEdgeConfig
+) -> list[list[int]]:
+    """Rows of each request. ``sequential``: consecutive rows (a lone last row joins the row
+    before it); ``neighbours``: each row followed by its nearest neighbours (cosine, ties by row)."""
+    n_docs, size = len(documents), config.batch_size
+    if n_docs < 2:
+        return []
+    if config.batching == "sequential":
+        batches = [list(range(start, min(start + size, n_docs))) for start in range(0, n_docs, size)]
+        if len(batches[-1]) == 1:
+            batches[-1] = [n_docs - 2, n_docs - 1]
+        return batches
+    if embeddings is None:
+        raise ValueError("edges.llm.batching=neighbours needs the store embeddings")
+    matrix = np.asarray(embeddings, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != n_docs:
+        raise ValueError(f"llm edges need one embedding row per document, got shape {matrix.shape}")
+    k = min(size - 1, n_docs - 1)
+    batches = []
+    for start in range(0, n_docs, _SIMILARITY_BLOCK):
+        block = matrix[start : start + _SIMILARITY_BLOCK] @ matrix.T
+        local = np.arange(block.shape[0])
+        block[local, start + local] = -np.inf  # never its own neighbour
+        _, columns = top_k_rows(block, k)
+        batches += [[start + i, *columns[i].tolist()] for i in local.tolist()]
+    return batches
+
+
+def _llm_answer(client: ChatClient, system: str, user: str) -> list[Any] | LLMError:
+    """The raw edge list of one request, or the error that kept it from coming."""
+    try:
+        data = parse_json_content(client.complete(system, user))
+    except LLMError as error:
+        return error
+    edges = data.get("edges") if isinstance(data, dict) else data
+    if not isinstance(edges, list):
+        return LLMError("format", f'answer has no "edges" list: {str(data)[:80]!r}')
+    return edges
+
+
+def _llm_edges(
+    documents: Sequence[Document], embeddings: npt.ArrayLike | None, config: LLMEdgeConfig, links: _Links
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = _llm_batches(documents, embeddings, config)
+    if not batches:
+        return
+    client = config.client()
+    system = _LLM_SYSTEM_PROMPT.format(
+        relations="\n".join(f"- {name}: {LLM_RELATIONS[name]}" for name in config.relations)
+    )
+
+    def prompt(rows: list[int]) -> str:
+        return "\n".join(
+            f"[{documents[row].id}]: {' '.join(documents[row].full_text[: config.max_text_chars].split())}"
+            for row in rows
+        )
+
+    with ThreadPoolExecutor(max_workers=config.workers) as pool:
+        answers = list(pool.map(lambda rows: _llm_answer(client, system, prompt(rows)), batches))
+    report = links.report
+    found: dict[tuple[int, int, str], float] = {}
+    failed: list[str] = []
+    for number, (rows, answer) in enumerate(zip(batches, answers, strict=True)):
+        if isinstance(answer, LLMError):
+            failed.append(f"batch {number}: {answer}")
+            report.drop("llm.failed_batch", 1, failed[-1])
+            continue
+        in_batch = {documents[row].id: row for row in rows}
+        for item in answer:
+            if not isinstance(item, dict):
+                report.drop("llm.bad_edge", 1, f"batch {number}: {str(item)[:80]}")
+                continue
+            source, target = in_batch.get(str(item.get("source"))), in_batch.get(str(item.get("target")))
+            relation, weight = item.get("relation"), item.get("weight")
+            where = f"batch {number}: {item.get('source')!r} -> {item.get('target')!r}"
+            if source is None or target is None:
+                report.drop("llm.unknown_id", 1, where + " (not an id of the batch)")
+            elif source == target:
+                report.drop("llm.self_link", 1, where)
+            elif relation not in config.relations:
+                report.drop("llm.bad_relation", 1, f"{where}: {relation!r}")
+            elif not _is_number(weight) or not 0.0 < float(weight) <= 1.0:
+                report.drop("llm.bad_weight", 1, f"{where}: {weight!r}")
+            elif float(weight) < config.min_weight:
+                report.drop("llm.below_min_weight", 1, f"{where}: {weight!r}")
+            else:
+                key = (source, target, str(relation))
+                found[key] = max(found.get(key, 0.0), float(weight))
+    if len(failed) > config.max_failed_fraction * len(batches):
+        raise RuntimeError(
+            f"LLM edge extraction failed for {len(failed)} of {len(batches)} batches, more than "
+            f"edges.llm.max_failed_fraction={config.max_failed_fraction:g} (first: {failed[0]}); "
+            "nothing was built. Check the endpoint, or raise max_failed_fraction to keep a partial graph"
+        )
+    kept = sorted(found.items(), key=lambda item: (item[0][0], -item[1], item[0][1], item[0][2]))
+    if config.max_edges_per_doc:
+        per_source: dict[int, int] = {}
+        capped = []
+        for key, weight in kept:  # each source's strongest first
+            per_source[key[0]] = per_source.get(key[0], 0) + 1
+            if per_source[key[0]] <= config.max_edges_per_doc:
+                capped.append((key, weight))
+        report.drop("llm.over_max_edges_per_doc", len(kept) - len(capped))
+        kept = capped
+    for relation in config.relations:
+        chosen = [(key, weight) for key, weight in kept if key[2] == relation]
+        if chosen:
+            links.add(
+                relation, [key[0] for key, _ in chosen], [key[1] for key, _ in chosen], [w for _, w in chosen]
+            )
+
+
 def build_edges(
     documents: Sequence[Document],
     embeddings: npt.ArrayLike | None,
@@ -773,6 +984,8 @@ def build_edges(
         _reference_edges(documents, row_of, config.references, links)
     if config.mentions is not None:
         _mention_edges(documents, config.mentions, links)
+    if config.llm is not None:
+        _llm_edges(documents, embeddings, config.llm, links)
     extra = EdgeSet.from_edges(extra_edges, row_of) if extra_edges else None
 
     names: list[str] = []

@@ -20,16 +20,14 @@ by URI keeping the best priority-weighted score, ordered by that score (then URI
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
+
+from retrievers.llm import ChatClient, LLMError, parse_json_content
 
 __all__ = [
     "MAX_TYPED_QUERIES",
@@ -295,8 +293,6 @@ skill (procedures and tools). Given the conversation and the current message, an
 "memory" | "resource" | "skill", "intent": "<short label>", "priority": 1-5}]}
 Use 0 to 5 queries; priority 1 is the most important; use no query when nothing needs retrieving."""
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-
 
 class PlanError(ValueError):
     """An LLM answer that is not a valid query plan."""
@@ -307,11 +303,10 @@ def parse_plan(content: str) -> QueryPlan:
     non-empty string ``query``, ``context_type`` memory/resource/skill or null, optional string
     ``intent``, optional integer ``priority`` in [1, 5]) and optional string ``reasoning``. Any
     other shape raises :class:`PlanError`; nothing is repaired."""
-    fenced = _FENCE.match(content)
     try:
-        data = json.loads(fenced.group(1) if fenced else content)
-    except ValueError as error:
-        raise PlanError(f"answer is not JSON: {error}") from None
+        data = parse_json_content(content)
+    except LLMError as error:
+        raise PlanError(str(error)) from None
     if not isinstance(data, dict) or not isinstance(data.get("queries"), list):
         raise PlanError("answer must be a JSON object with a 'queries' list")
     reasoning = data.get("reasoning", "")
@@ -349,21 +344,6 @@ def parse_plan(content: str) -> QueryPlan:
     return QueryPlan(queries=tuple(queries), reasoning=reasoning)
 
 
-def post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str], timeout: float) -> Any:
-    """POST ``payload`` as JSON and return the decoded JSON answer (stdlib only).
-
-    Raises ``urllib.error.URLError`` (connection, HTTP status >= 400), ``TimeoutError`` and
-    ``ValueError`` (an answer that is not JSON)."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode("utf-8"),
-        headers={"Content-Type": "application/json", **headers},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read().decode("utf-8"))
-
-
 class LLMIntentAnalyzer:
     """Query plans from an OpenAI-compatible ``POST {base_url}/chat/completions``.
 
@@ -383,12 +363,9 @@ class LLMIntentAnalyzer:
         timeout: float = 10.0,
         max_recent_messages: int = 5,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"model must be a non-empty string, got {model!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
-            raise ValueError(f"timeout must be in (0, 600] seconds, got {timeout!r}")
+        self.client = ChatClient(
+            base_url, model, api_key_env=api_key_env, timeout_s=timeout, timeout_name="timeout"
+        )
         if (
             isinstance(max_recent_messages, bool)
             or not isinstance(max_recent_messages, int)
@@ -397,10 +374,6 @@ class LLMIntentAnalyzer:
             raise ValueError(
                 f"max_recent_messages must be an integer in [0, 100], got {max_recent_messages!r}"
             )
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key_env = api_key_env
-        self.timeout = float(timeout)
         self.max_recent_messages = max_recent_messages
 
     def _prompt(self, query: str, session: Session | None) -> str:
@@ -417,32 +390,10 @@ class LLMIntentAnalyzer:
         text = " ".join(query.split()) if isinstance(query, str) else ""
         if not text:
             return QueryPlan(queries=(), reasoning="empty query")
-        headers: dict[str, str] = {}
-        key = os.environ.get(self.api_key_env, "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        payload = {
-            "model": self.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": _SYSTEM_PROMPT},
-                {"role": "user", "content": self._prompt(text, session)},
-            ],
-        }
         raw = QueryPlan(queries=(TypedQuery(text, priority=1),))
         try:
-            answer = post_json(self.url, payload, headers=headers, timeout=self.timeout)
-        except TimeoutError:
-            return QueryPlan(queries=raw.queries, fallback="timeout")
-        except urllib.error.URLError as error:
-            reason = "timeout" if isinstance(error.reason, TimeoutError) else "http"
-            return QueryPlan(queries=raw.queries, fallback=f"{reason}: {error}")
-        except (OSError, ValueError) as error:
-            return QueryPlan(queries=raw.queries, fallback=f"http: {error}")
-        try:
-            content = answer["choices"][0]["message"]["content"]
-            if not isinstance(content, str):
-                raise PlanError("message content is not a string")
-            return parse_plan(content)
-        except (KeyError, IndexError, TypeError, PlanError) as error:
+            return parse_plan(self.client.complete(_SYSTEM_PROMPT, self._prompt(text, session)))
+        except LLMError as error:
+            return QueryPlan(queries=raw.queries, fallback=f"{error.kind}: {error}")
+        except PlanError as error:
             return QueryPlan(queries=raw.queries, fallback=f"format: {error}")

@@ -23,20 +23,16 @@ that item arbitrarily against the others.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
-import os
-import re
 import threading
-import urllib.error
-import urllib.request
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from retrievers.llm import ChatClient, LLMError, parse_json_content
 from retrievers.types import Embedder, Reranker, RetrievalResult
 
 if TYPE_CHECKING:
@@ -275,22 +271,7 @@ _SYSTEM_PROMPT = (
     "from 0 (unrelated) to 10 (answers the query directly). Reply with JSON only, exactly "
     '{"scores": [g0, g1, ...]}: one number per passage, in the order given.'
 )
-_FENCE_RE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 MAX_GRADE = 10.0
-
-
-def post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str], timeout_s: float) -> Any:
-    """POST ``payload`` as JSON, return the decoded JSON answer (stdlib only). Raises
-    ``urllib.error.URLError`` / ``HTTPError`` (connection, status >= 400), ``TimeoutError``
-    and ``ValueError`` (an answer that is not JSON)."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode("utf-8"),
-        headers={"Content-Type": "application/json", **headers},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return json.loads(response.read().decode("utf-8"))
 
 
 def parse_grades(content: str, n_passages: int) -> list[float]:
@@ -298,12 +279,10 @@ def parse_grades(content: str, n_passages: int) -> list[float]:
 
     Accepts ``{"scores": [...]}`` or a bare JSON list, optionally inside a Markdown code fence.
     Raises :class:`RerankError` unless there are exactly ``n_passages`` numbers in [0, 10]."""
-    fenced = _FENCE_RE.match(content)
-    text = fenced.group(1) if fenced else content.strip()
     try:
-        data = json.loads(text)
-    except ValueError:
-        raise RerankError(f"answer is not JSON: {content[:80]!r}") from None
+        data = parse_json_content(content)
+    except LLMError as error:
+        raise RerankError(str(error)) from None
     grades = data.get("scores") if isinstance(data, dict) else data
     if not isinstance(grades, list):
         raise RerankError(f'answer has no "scores" list: {content[:80]!r}')
@@ -318,7 +297,8 @@ def parse_grades(content: str, n_passages: int) -> list[float]:
 
 
 class LLMReranker:
-    """Pointwise relevance grades from an OpenAI-compatible ``POST {base_url}/chat/completions``.
+    """Pointwise relevance grades from an OpenAI-compatible ``POST {base_url}/chat/completions``
+    (:class:`retrievers.llm.ChatClient`).
 
     Each request holds the query and up to ``batch_size`` numbered passages (each cut to
     ``max_text_chars`` characters) and asks for ``{"scores": [...]}``, one 0-10 grade per
@@ -340,28 +320,15 @@ class LLMReranker:
         max_text_chars: int = 2000,
         temperature: float = 0.0,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"model must be a non-empty string, got {model!r}")
-        if not isinstance(api_key_env, str) or not api_key_env:
-            raise ValueError(f"api_key_env must name an environment variable, got {api_key_env!r}")
-        limit = check_timeout(timeout_s, "timeout_s", 600.0)
-        if limit is None:
-            raise ValueError("timeout_s must be in (0, 600] seconds; an HTTP call needs a limit")
+        self.client = ChatClient(
+            base_url, model, api_key_env=api_key_env, timeout_s=timeout_s, temperature=temperature
+        )
         if not _is_int(batch_size) or not 1 <= batch_size <= 1000:
             raise ValueError(f"batch_size must be an integer in [1, 1000], got {batch_size!r}")
         if not _is_int(max_text_chars) or not 1 <= max_text_chars <= 1_000_000:
             raise ValueError(f"max_text_chars must be an integer in [1, 1000000], got {max_text_chars!r}")
-        if not _is_number(temperature) or not 0.0 <= float(temperature) <= 2.0:
-            raise ValueError(f"temperature must be in [0, 2], got {temperature!r}")
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key_env = api_key_env
-        self.timeout_s = limit
         self.batch_size = batch_size
         self.max_text_chars = max_text_chars
-        self.temperature = float(temperature)
 
     def _prompt(self, query: str, texts: Sequence[str]) -> str:
         passages = "\n".join(
@@ -370,36 +337,10 @@ class LLMReranker:
         return f"Query: {' '.join(query.split())}\n\nPassages:\n{passages}\n\nJSON grades for {len(texts)} passages:"
 
     def _grade(self, query: str, texts: Sequence[str]) -> list[float]:
-        headers: dict[str, str] = {}
-        key = os.environ.get(self.api_key_env, "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        payload = {
-            "model": self.model,
-            "temperature": self.temperature,
-            "messages": [
-                {"role": "system", "content": _SYSTEM_PROMPT},
-                {"role": "user", "content": self._prompt(query, texts)},
-            ],
-        }
         try:
-            answer = post_json(self.url, payload, headers=headers, timeout_s=self.timeout_s)
-        except urllib.error.HTTPError as error:
-            raise RerankError(f"HTTP {error.code} from {self.url}") from None
-        except urllib.error.URLError as error:
-            if isinstance(error.reason, TimeoutError):
-                raise RerankError(f"no answer from {self.url} within {self.timeout_s:g} s") from None
-            raise RerankError(f"cannot reach {self.url}: {error.reason}") from None
-        except TimeoutError:
-            raise RerankError(f"no answer from {self.url} within {self.timeout_s:g} s") from None
-        except (OSError, ValueError) as error:
-            raise RerankError(f"bad answer from {self.url}: {error}") from None
-        try:
-            content = answer["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise RerankError(f"answer is not a chat completion: {str(answer)[:80]!r}") from None
-        if not isinstance(content, str):
-            raise RerankError(f"message content is {type(content).__name__}, not text")
+            content = self.client.complete(_SYSTEM_PROMPT, self._prompt(query, texts))
+        except LLMError as error:
+            raise RerankError(str(error)) from None
         return parse_grades(content, len(texts))
 
     def rerank(self, query: str, candidates: Sequence[RetrievalResult], texts: Sequence[str]) -> list[float]:
@@ -409,4 +350,4 @@ class LLMReranker:
         return scores
 
     def __repr__(self) -> str:
-        return f"LLMReranker(url={self.url!r}, model={self.model!r})"
+        return f"LLMReranker(url={self.client.url!r}, model={self.client.model!r})"

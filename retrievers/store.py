@@ -65,7 +65,7 @@ class StoreConfig:
     hierarchy: HierarchyConfig | None = None
     #: document times parsed at build (retrievers/timeparse.py); None = none parsed
     timestamps: TimestampConfig | None = field(default_factory=TimestampConfig)
-    #: document edges (retrievers/edges.py): kNN similarity, sequence, references, mentions; None = none
+    #: document edges (retrievers/edges.py): kNN similarity, sequence, references, mentions, LLM; None = none
     edges: EdgeConfig | None = None
     #: parent-child chunks (retrievers/chunking.py): {size, overlap} in whitespace tokens; None = whole documents
     chunking: ChunkingConfig | None = None
@@ -92,6 +92,8 @@ class StoreConfig:
         values = asdict(self)
         if values.get("chunking") is None:  # unchunked stores keep the cache keys they had before chunking
             values.pop("chunking", None)
+        if values.get("edges") is not None and values["edges"].get("llm") is None:
+            values["edges"].pop("llm")  # and stores without LLM edges the keys they had before them
         return values
 
     def input_files(self, source_folder: Path | None) -> list[Path]:

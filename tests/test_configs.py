@@ -45,6 +45,12 @@ def test_every_dataset_config_validates(dataset: str, shared_datasets: Path) -> 
     assert (shared_datasets / settings.dataset.name).is_dir()
 
 
+@pytest.mark.parametrize("store", _options("store"))
+def test_every_store_config_validates(store: str) -> None:
+    settings = load_settings(_compose([f"store={store}"]))
+    assert settings.store.bm25 is not None
+
+
 @pytest.mark.parametrize("embedder", _options("embedder"))
 def test_every_embedder_instantiates_lazily(embedder: str) -> None:
     cfg = _compose([f"embedder={embedder}"])

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ChatServer, unreachable_url
 
 from retrievers import ContextStore, Document, Edge, StoreConfig, TfidfEmbedder
 from retrievers.edges import (
     EdgeConfig,
     EdgeSet,
+    LLMEdgeConfig,
     MentionEdgeConfig,
     ReferenceEdgeConfig,
     SequenceEdgeConfig,
@@ -285,7 +290,7 @@ def test_builders_combine_and_extra_edges_are_merged() -> None:
     [
         (
             {"citations": {}},
-            r"unknown store.edges builder\(s\) \['citations'\]; allowed: \['similar_to', 'sequence', 'references', 'mentions'\]",
+            r"unknown store.edges builder\(s\) \['citations'\]; allowed: \['similar_to', 'sequence', 'references', 'mentions', 'llm'\]",
         ),
         ({"similar_to": {"k": 0}}, r"edges.similar_to.k must be an integer in \[1, 1000\], got 0"),
         ({"similar_to": {"min_sim": 1.5}}, r"edges.similar_to.min_sim must be a number in \[0, 1\]"),
@@ -343,3 +348,217 @@ def test_cisi_citations(shared_datasets: Path) -> None:
     # CISI's links are symmetric: every edge has its reverse
     pairs = set(zip(edge_set.src.tolist(), edge_set.dst.tolist(), strict=True))
     assert all((dst, src) in pairs for src, dst in pairs)
+
+
+# ----------------------------------------------------------------------------------------------
+# LLM-extracted edges, against a local OpenAI-compatible server
+# ----------------------------------------------------------------------------------------------
+
+LLM_DOCS = [
+    Document(doc_id, f"{word} passage")
+    for doc_id, word in zip("abcde", ("alpha", "beta", "gamma", "delta", "epsilon"), strict=True)
+]
+
+
+def batch_ids(body: dict[str, Any]) -> list[str]:
+    """The document ids a request lists, in order (``[id]: text`` lines)."""
+    return re.findall(r"^\[([^\]]+)\]: ", body["messages"][1]["content"], flags=re.MULTILINE)
+
+
+def edges_reply(body: dict[str, Any], mode: str) -> str:
+    """For a batch [x, y, ...]: x elaborates y (0.8), y references x (0.3), and one edge of each
+    kind the builder must drop; a batch holding ``fail_on`` gets prose instead of JSON."""
+    ids = batch_ids(body)
+    if mode.startswith("fail_on:") and mode.split(":", 1)[1] in ids:
+        return "I could not find any relationships, sorry."
+    x, y = ids[0], ids[1]
+    edges = [
+        {"source": x, "target": y, "relation": "elaborates", "weight": 0.8},
+        {"source": y, "target": x, "relation": "references", "weight": 0.3},
+        {"source": x, "target": "zzz", "relation": "references", "weight": 0.9},  # not in the batch
+        {"source": x, "target": x, "relation": "similar_to", "weight": 0.9},  # itself
+        {"source": y, "target": x, "relation": "likes", "weight": 0.9},  # not a relation
+        {"source": y, "target": x, "relation": "similar_to", "weight": 1.5},  # weight outside (0, 1]
+        {"source": y, "target": x, "relation": "caused_by", "weight": 0.05},  # under min_weight
+        "not an edge",
+    ]
+    return "```json\n" + json.dumps({"edges": edges}) + "\n```"
+
+
+@pytest.fixture
+def llm_server(chat_server_factory: Callable[..., ChatServer]) -> ChatServer:
+    return chat_server_factory(edges_reply)
+
+
+def llm_config(server_url: str, **overrides: Any) -> EdgeConfig:
+    return EdgeConfig.from_dict(
+        {
+            "llm": {
+                "base_url": server_url,
+                "model": "edge-model",
+                "batch_size": 2,
+                "min_weight": 0.1,
+                **overrides,
+            }
+        }
+    )
+
+
+def test_llm_edges_in_sequential_batches_with_every_bad_edge_dropped_and_counted(
+    llm_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_EDGE_KEY", "k-123")
+    edge_set = build_edges(LLM_DOCS, None, llm_config(llm_server.url, api_key_env="TEST_EDGE_KEY", workers=2))
+    # batches of 2 in store order; the lone last document joins the one before it: [d, e]
+    assert sorted(batch_ids(r["body"]) for r in llm_server.requests) == [["a", "b"], ["c", "d"], ["d", "e"]]
+    assert triples(edge_set, [d.id for d in LLM_DOCS]) == [
+        ("a", "b", "elaborates", pytest.approx(0.8)),
+        ("b", "a", "references", pytest.approx(0.3)),
+        ("c", "d", "elaborates", pytest.approx(0.8)),
+        ("d", "c", "references", pytest.approx(0.3)),
+        ("d", "e", "elaborates", pytest.approx(0.8)),
+        ("e", "d", "references", pytest.approx(0.3)),
+    ]
+    assert edge_set.report["dropped"] == {
+        "llm.bad_edge": 3,
+        "llm.bad_relation": 3,
+        "llm.bad_weight": 3,
+        "llm.below_min_weight": 3,
+        "llm.self_link": 3,
+        "llm.unknown_id": 3,
+    }
+    request = llm_server.requests[0]
+    assert request["headers"]["Authorization"] == "Bearer k-123"
+    assert request["body"]["model"] == "edge-model" and request["body"]["temperature"] == 0.0
+    system = request["body"]["messages"][0]["content"]
+    assert "- caused_by: A is a consequence of B" in system and '{"edges": [' in system
+    first = next(r for r in llm_server.requests if batch_ids(r["body"]) == ["a", "b"])
+    assert first["body"]["messages"][1]["content"] == "[a]: alpha passage\n[b]: beta passage"
+
+
+def test_llm_relations_subset_the_prompt_and_the_edges(llm_server: ChatServer) -> None:
+    edge_set = build_edges(LLM_DOCS[:2], None, llm_config(llm_server.url, relations=["references"]))
+    assert triples(edge_set, ["a", "b"]) == [("b", "a", "references", pytest.approx(0.3))]
+    system = llm_server.requests[0]["body"]["messages"][0]["content"]
+    assert "- references:" in system and "elaborates" not in system
+    # elaborates, likes, caused_by, and similar_to (relations are checked before weights)
+    assert edge_set.report["dropped"]["llm.bad_relation"] == 4
+
+
+def test_llm_neighbour_batches_follow_the_embeddings(llm_server: ChatServer) -> None:
+    # a and d point the same way, b and e, c alone between: each batch is a row and its nearest
+    angles = {"a": 0.0, "b": 1.2, "c": 0.7, "d": 0.1, "e": 1.3}
+    vectors = np.asarray([[np.cos(angles[d.id]), np.sin(angles[d.id])] for d in LLM_DOCS], dtype=np.float32)
+    edge_set = build_edges(LLM_DOCS, vectors, llm_config(llm_server.url, batching="neighbours"))
+    assert sorted(batch_ids(r["body"]) for r in llm_server.requests) == [
+        ["a", "d"],
+        ["b", "e"],
+        ["c", "b"],  # 0.7: 0.5 to b, 0.6 to d
+        ["d", "a"],
+        ["e", "b"],
+    ]
+    assert ("c", "b", "elaborates", pytest.approx(0.8)) in triples(edge_set, [d.id for d in LLM_DOCS])
+    with pytest.raises(ValueError, match="batching=neighbours needs the store embeddings"):
+        build_edges(LLM_DOCS, None, llm_config(llm_server.url, batching="neighbours"))
+
+
+def test_llm_max_edges_per_doc_keeps_the_strongest(chat_server_factory: Callable[..., ChatServer]) -> None:
+    def fan_out(body: dict[str, Any], mode: str) -> str:
+        x, *others = batch_ids(body)
+        return json.dumps(
+            {
+                "edges": [
+                    {"source": x, "target": o, "relation": "similar_to", "weight": w}
+                    for o, w in zip(others, (0.2, 0.9, 0.5), strict=False)
+                ]
+            }
+        )
+
+    server = chat_server_factory(fan_out)
+    edge_set = build_edges(LLM_DOCS[:4], None, llm_config(server.url, batch_size=4, max_edges_per_doc=2))
+    assert triples(edge_set, ["a", "b", "c", "d"]) == [
+        ("a", "c", "similar_to", pytest.approx(0.9)),
+        ("a", "d", "similar_to", pytest.approx(0.5)),
+    ]
+    assert edge_set.report["dropped"] == {"llm.over_max_edges_per_doc": 1}
+
+
+def test_llm_failed_batches_are_skipped_and_counted_up_to_the_limit(llm_server: ChatServer) -> None:
+    llm_server.mode = "fail_on:c"  # the batch [c, d] answers in prose
+    edge_set = build_edges(LLM_DOCS, None, llm_config(llm_server.url, max_failed_fraction=0.5))
+    assert [t[:2] for t in triples(edge_set, [d.id for d in LLM_DOCS])] == [
+        ("a", "b"),
+        ("b", "a"),
+        ("d", "e"),
+        ("e", "d"),
+    ]
+    assert edge_set.report["dropped"]["llm.failed_batch"] == 1
+    assert edge_set.report["examples"]["llm.failed_batch"] == [
+        "batch 1: answer is not JSON: 'I could not find any relationships, sorry.'"
+    ]
+    # one failure of three batches is more than the default limit (10%): nothing is built
+    with pytest.raises(
+        RuntimeError, match=r"failed for 1 of 3 batches, more than edges.llm.max_failed_fraction=0.1"
+    ):
+        build_edges(LLM_DOCS, None, llm_config(llm_server.url))
+
+
+@pytest.mark.parametrize("mode", ["error", "not_json", "not_chat", "slow"])
+def test_llm_server_failures_stop_the_build(llm_server: ChatServer, mode: str) -> None:
+    llm_server.mode = mode
+    with pytest.raises(RuntimeError, match=r"failed for 3 of 3 batches, .*\(first: batch 0: "):
+        build_edges(LLM_DOCS, None, llm_config(llm_server.url, timeout_s=0.2))
+
+
+def test_llm_unreachable_server_stops_the_build_and_caches_nothing(tmp_path: Path) -> None:
+    config = StoreConfig.from_dict(
+        {"edges": {"llm": {"base_url": unreachable_url(), "model": "m", "timeout_s": 2}}}
+    )
+    embedder = TfidfEmbedder(dim=2).fit([doc.full_text for doc in LLM_DOCS])
+    with pytest.raises(RuntimeError, match="cannot reach"):
+        ContextStore.build(LLM_DOCS, embedder, config)
+
+
+def test_llm_edges_in_the_store_round_trip(llm_server: ChatServer, tmp_path: Path) -> None:
+    config = StoreConfig.from_dict(
+        {"edges": {"llm": {"base_url": llm_server.url, "model": "m", "batch_size": 2, "min_weight": 0.1}}}
+    )
+    assert config.to_dict()["edges"]["llm"]["model"] == "m"  # LLM settings are part of the store key
+    assert "llm" not in StoreConfig.from_dict({"edges": {"sequence": {}}}).to_dict()["edges"]
+    assert StoreConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    embedder = TfidfEmbedder(dim=2).fit([doc.full_text for doc in LLM_DOCS])
+    store = ContextStore.build(LLM_DOCS, embedder, config)
+    store.save(tmp_path / "store")
+    loaded = ContextStore.load(tmp_path / "store")
+    assert loaded.edges is not None and loaded.edges.relation_counts() == {"elaborates": 3, "references": 3}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"model": "m"}, "missing 1 required positional argument: 'base_url'"),
+        ({"base_url": "ftp://x", "model": "m"}, "base_url must be an http"),
+        ({"base_url": "http://x", "model": ""}, "model must be a non-empty string"),
+        ({"base_url": "http://x", "model": "m", "timeout_s": 0}, r"timeout_s must be in \(0, 600\]"),
+        (
+            {"base_url": "http://x", "model": "m", "batch_size": 1},
+            r"batch_size must be an integer in \[2, 50\]",
+        ),
+        ({"base_url": "http://x", "model": "m", "batching": "random"}, "'sequential' or 'neighbours'"),
+        ({"base_url": "http://x", "model": "m", "relations": ["likes"]}, "must name distinct relations of"),
+        (
+            {"base_url": "http://x", "model": "m", "relations": "references"},
+            "non-empty list of relation names",
+        ),
+        ({"base_url": "http://x", "model": "m", "min_weight": 2}, r"min_weight must be a number in \[0, 1\]"),
+        ({"base_url": "http://x", "model": "m", "workers": 0}, r"workers must be an integer in \[1, 64\]"),
+        (
+            {"base_url": "http://x", "model": "m", "prompt": "x"},
+            r"unknown store.edges.llm key\(s\) \['prompt'\]",
+        ),
+    ],
+)
+def test_bad_llm_edge_config(values: dict[str, Any], message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        EdgeConfig.from_dict({"llm": values})
+    assert isinstance(LLMEdgeConfig("http://x", "m"), LLMEdgeConfig)

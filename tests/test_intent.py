@@ -1,17 +1,16 @@
 """find() and search(): typed results by context type, the rule-based analyser, the LLM analyser
-against a local OpenAI-compatible server on 127.0.0.1 (good, slow, garbage, errors), and merging."""
+against a local OpenAI-compatible server on 127.0.0.1 (good, slow, not JSON, not a chat answer, a bad plan, HTTP errors), and merging."""
 
 from __future__ import annotations
 
 import json
 import math
-import threading
-from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+from conftest import ChatServer
 
 from retrievers import ContextNode, ContextStore, Document, StoreConfig
 from retrievers.hierarchical import HierarchicalRetriever
@@ -213,74 +212,19 @@ GOOD_PLAN = {
 }
 
 
-class Server:
-    """An OpenAI-compatible /chat/completions endpoint whose behaviour is chosen by URL prefix."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.requests: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(
-                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
-                )
-                mode = self.path.split("/")[1]
-                if mode == "slow":
-                    server.release.wait(timeout=30)
-                if mode == "error":
-                    self.send_response(500)
-                    self.end_headers()
-                    self.wfile.write(b"internal error")
-                    return
-                if mode == "garbage":
-                    payload = b"<html>not json</html>"
-                elif mode == "badplan":
-                    payload = json.dumps(
-                        {"choices": [{"message": {"content": '{"queries": [{"query": 3}]}'}}]}
-                    ).encode()
-                elif mode == "noshape":
-                    payload = json.dumps({"result": "ok"}).encode()
-                else:
-                    content = json.dumps(GOOD_PLAN)
-                    payload = json.dumps(
-                        {"choices": [{"message": {"role": "assistant", "content": content}}]}
-                    ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def plan_reply(body: dict[str, Any], mode: str) -> str:
+    """A good plan, or (``badplan``) one whose query is not a string."""
+    return '{"queries": [{"query": 3}]}' if mode == "badplan" else json.dumps(GOOD_PLAN)
 
 
 @pytest.fixture
-def server() -> Iterator[Server]:
-    running = Server()
-    try:
-        yield running
-    finally:
-        running.close()
+def server(chat_server_factory: Callable[..., ChatServer]) -> ChatServer:
+    return chat_server_factory(plan_reply)
 
 
-def test_llm_analyser_good_answer(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_analyser_good_answer(server: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_LLM_KEY", "secret-123")
-    analyzer = LLMIntentAnalyzer(f"{server.url}/good/v1", "tiny-model", api_key_env="TEST_LLM_KEY", timeout=5)
+    analyzer = LLMIntentAnalyzer(server.url, "tiny-model", api_key_env="TEST_LLM_KEY", timeout=5)
     session = Session(messages=(Message("user", "I went to Lisbon"),), summary="travel chat")
     plan = analyzer.analyze("How do I install the linter, and what were my trip notes?", session)
     assert plan.fallback is None
@@ -289,17 +233,17 @@ def test_llm_analyser_good_answer(server: Server, monkeypatch: pytest.MonkeyPatc
         TypedQuery("trip notes", ContextType.MEMORY, "recall", 2),
     )
     request = server.requests[-1]
-    assert request["path"] == "/good/v1/chat/completions"
-    assert request["auth"] == "Bearer secret-123"
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["Authorization"] == "Bearer secret-123"
     assert request["body"]["model"] == "tiny-model" and request["body"]["temperature"] == 0
     prompt = request["body"]["messages"][-1]["content"]
     assert "travel chat" in prompt and "[user]: I went to Lisbon" in prompt and "trip notes?" in prompt
 
 
-def test_llm_analyser_sends_no_key_when_unset(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_analyser_sends_no_key_when_unset(server: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TEST_LLM_KEY", raising=False)
-    LLMIntentAnalyzer(f"{server.url}/good", "m", api_key_env="TEST_LLM_KEY").analyze("hello")
-    assert server.requests[-1]["auth"] is None
+    LLMIntentAnalyzer(server.url, "m", api_key_env="TEST_LLM_KEY").analyze("hello")
+    assert "Authorization" not in server.requests[-1]["headers"]
 
 
 @pytest.mark.parametrize(
@@ -307,23 +251,25 @@ def test_llm_analyser_sends_no_key_when_unset(server: Server, monkeypatch: pytes
     [
         ("slow", "timeout"),
         ("error", "http"),
-        ("garbage", "http"),
+        ("not_json", "http"),
         ("badplan", "format"),
-        ("noshape", "format"),
+        ("not_chat", "format"),
     ],
 )
-def test_llm_analyser_falls_back_to_the_raw_query(server: Server, mode: str, reason: str) -> None:
-    analyzer = LLMIntentAnalyzer(f"{server.url}/{mode}", "m", timeout=0.05 if mode == "slow" else 5)
+def test_llm_analyser_falls_back_to_the_raw_query(server: ChatServer, mode: str, reason: str) -> None:
+    server.mode = mode
+    analyzer = LLMIntentAnalyzer(server.url, "m", timeout=0.05 if mode == "slow" else 5)
     plan = analyzer.analyze("  what did   I say? ")
     assert plan.queries == (TypedQuery("what did I say?", priority=1),)
     assert plan.fallback is not None and plan.fallback.startswith(reason), plan.fallback
 
 
-def test_search_with_llm_analyser(server: Server, three_roots: HierarchicalRetriever) -> None:
-    found = three_roots.search("anything", analyzer=LLMIntentAnalyzer(f"{server.url}/good", "m"), top_k=5)
+def test_search_with_llm_analyser(server: ChatServer, three_roots: HierarchicalRetriever) -> None:
+    found = three_roots.search("anything", analyzer=LLMIntentAnalyzer(server.url, "m"), top_k=5)
     assert [m.uri for m in found.skills] == [f"{SKL}/s1"] and [m.uri for m in found.memories] == [f"{MEM}/m1"]
     assert found.resources == ()
-    fallback = three_roots.search("anything", analyzer=LLMIntentAnalyzer(f"{server.url}/error", "m"), top_k=5)
+    server.mode = "error"
+    fallback = three_roots.search("anything", analyzer=LLMIntentAnalyzer(server.url, "m"), top_k=5)
     assert fallback.plan is not None and fallback.plan.fallback is not None
     assert fallback.total == 3  # the raw query over every root
 

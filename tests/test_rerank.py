@@ -9,13 +9,13 @@ import json
 import math
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ChatServer, unreachable_url
 
 from retrievers.rerank import (
     CrossEncoderReranker,
@@ -228,81 +228,26 @@ def test_cross_encoder_that_cannot_load_falls_back(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-class ChatServer:
-    """An OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 whose behaviour a test sets:
-    ``mode`` good (grades = passage length in words, capped at 10), fenced, slow (waits for
-    ``release``), garbage, wrong_count, out_of_range, not_chat, error (HTTP 500)."""
-
-    def __init__(self) -> None:
-        self.mode = "good"
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.release = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(body)
-                server.headers.append(dict(self.headers))
-                if self.path != "/v1/chat/completions":
-                    self.send_error(404)
-                    return
-                if server.mode == "error":
-                    self.send_error(500, "overloaded")
-                    return
-                if server.mode == "slow":
-                    server.release.wait(10)
-                passages = [
-                    line.split("] ", 1)[1]
-                    for line in body["messages"][1]["content"].splitlines()
-                    if line.startswith("[")
-                ]
-                grades = [min(len(text.split()), 10) for text in passages]
-                content = {
-                    "good": json.dumps({"scores": grades}),
-                    "slow": json.dumps({"scores": grades}),
-                    "fenced": "```json\n" + json.dumps(grades) + "\n```",
-                    "garbage": "Sure! The first passage is the most relevant.",
-                    "wrong_count": json.dumps({"scores": grades[:-1]}),
-                    "out_of_range": json.dumps({"scores": [11] * len(grades)}),
-                }.get(server.mode)
-                answer: Any = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-                if server.mode == "not_chat":
-                    answer = {"result": "ok"}
-                data = json.dumps(answer).encode("utf-8")
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up (slow mode)
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+def grades_reply(body: dict[str, Any], mode: str) -> str:
+    """Grades = passage length in words (capped at 10), shaped by ``mode``: good, slow, fenced,
+    garbage (prose), wrong_count, out_of_range."""
+    passages = [
+        line.split("] ", 1)[1] for line in body["messages"][1]["content"].splitlines() if line.startswith("[")
+    ]
+    grades = [min(len(text.split()), 10) for text in passages]
+    return {
+        "good": json.dumps({"scores": grades}),
+        "slow": json.dumps({"scores": grades}),
+        "fenced": "```json\n" + json.dumps(grades) + "\n```",
+        "garbage": "Sure! The first passage is the most relevant.",
+        "wrong_count": json.dumps({"scores": grades[:-1]}),
+        "out_of_range": json.dumps({"scores": [11] * len(grades)}),
+    }[mode]
 
 
 @pytest.fixture()
-def chat_server() -> Iterator[ChatServer]:
-    server = ChatServer()
-    try:
-        yield server
-    finally:
-        server.close()
+def chat_server(chat_server_factory: Callable[..., ChatServer]) -> ChatServer:
+    return chat_server_factory(grades_reply)
 
 
 LLM_TEXTS = ["one", "two words", "a passage of four"]
@@ -314,7 +259,7 @@ def test_llm_grades_are_normalised_and_the_request_is_well_formed(
     monkeypatch.setenv("TEST_LLM_KEY", "sekret")
     reranker = LLMReranker(chat_server.url, "grader-1", api_key_env="TEST_LLM_KEY", timeout_s=5)
     assert reranker.rerank("what's NOT (p53)?", CANDIDATES, LLM_TEXTS) == pytest.approx([0.1, 0.2, 0.4])
-    request = chat_server.requests[0]
+    request = chat_server.requests[0]["body"]
     assert request["model"] == "grader-1" and request["temperature"] == 0.0
     assert (
         request["messages"][0]["role"] == "system"
@@ -323,7 +268,7 @@ def test_llm_grades_are_normalised_and_the_request_is_well_formed(
     user = request["messages"][1]["content"]
     assert "Query: what's NOT (p53)?" in user
     assert "[0] one\n[1] two words\n[2] a passage of four" in user
-    assert chat_server.headers[0]["Authorization"] == "Bearer sekret"
+    assert chat_server.requests[0]["headers"]["Authorization"] == "Bearer sekret"
 
 
 def test_llm_batches_and_fenced_answers(chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -333,8 +278,8 @@ def test_llm_batches_and_fenced_answers(chat_server: ChatServer, monkeypatch: py
     # "a passage of four" cut to 6 characters is "a pass": 2 words
     assert reranker.rerank("q", CANDIDATES, LLM_TEXTS) == pytest.approx([0.1, 0.2, 0.2])
     assert len(chat_server.requests) == 2  # passages 0-1, then passage 2, numbered from 0 again
-    assert "[0] a pass" in chat_server.requests[1]["messages"][1]["content"]
-    assert "Authorization" not in chat_server.headers[0]  # no key in the environment: no header
+    assert "[0] a pass" in chat_server.requests[1]["body"]["messages"][1]["content"]
+    assert "Authorization" not in chat_server.requests[0]["headers"]  # no key in the environment: no header
 
 
 @pytest.mark.parametrize(
@@ -367,11 +312,8 @@ def test_llm_slow_server_times_out(chat_server: ChatServer) -> None:
 
 def test_llm_unreachable_server_and_bad_settings() -> None:
     # a port nobody listens on: bind one, close it, use its number
-    probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    port = probe.server_address[1]
-    probe.server_close()
     scores, reason = rerank_with_fallback(
-        LLMReranker(f"http://127.0.0.1:{port}/v1", "m", timeout_s=2), "q", CANDIDATES, LLM_TEXTS
+        LLMReranker(unreachable_url(), "m", timeout_s=2), "q", CANDIDATES, LLM_TEXTS
     )
     assert scores == INCOMING and reason is not None and "cannot reach" in reason
     with pytest.raises(ValueError, match="base_url must be an http"):

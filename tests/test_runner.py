@@ -144,6 +144,12 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
     ]
     assert rows[0]["nDCG@10"] != rows[2]["nDCG@10"]  # k1 changes BM25
     assert rows[1]["nDCG@10"] == rows[3]["nDCG@10"]  # and not dense
+    # each job's wall time, the same on every row of the job, is metrics.json's wall_seconds
+    job_seconds = {row["job"]: float(row["job_seconds"]) for row in rows}
+    assert [float(row["job_seconds"]) for row in rows] == [job_seconds[row["job"]] for row in rows]
+    for job, seconds in job_seconds.items():
+        assert seconds > 0
+        assert seconds == json.loads((sweep_dir / job / "metrics.json").read_text())["wall_seconds"]
     sweep_md = (sweep_dir / "sweep.md").read_text()
     assert "store.bm25.k1" in sweep_md
     assert "(plot_bm25_nDCG_10_vs_store_bm25_k1.png)" in sweep_md

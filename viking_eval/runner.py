@@ -67,6 +67,7 @@ class RunSummary:
     phase: str = "report"
     tuned_on_reported_split: bool = False
     significance: SignificanceReport | None = None  # every retriever vs run.baseline
+    wall_seconds: float = 0.0  # the whole run: data, embedder, store, retrieval, metrics, latency
 
     def metrics(self) -> dict[str, dict[str, float]]:
         return {result.name: result.metrics for result in self.results}
@@ -392,6 +393,7 @@ def run_experiment(
     """Run every configured retriever and write the run folder; returns the summary.
     ``phase``: ``report`` (a single run: the configured split), ``tune`` (a sweep job: the
     tuning split), ``final`` (the chosen configuration after a sweep); see splits.py."""
+    started = time.perf_counter()
     output_dir.mkdir(parents=True, exist_ok=True)
     if config_yaml:
         io.write_text(output_dir / "config.yaml", config_yaml)
@@ -433,6 +435,7 @@ def run_experiment(
             [metric.name for metric in settings.metrics],
             settings.run.significance,
         ),
+        wall_seconds=time.perf_counter() - started,
     )
     environment = collect_environment(
         {

@@ -1,5 +1,6 @@
 """Multirun summary: when a Hydra sweep ends, ``sweep.csv`` and ``sweep.md`` in the sweep folder
-hold one row per (job, retriever): the job's overrides, every metric and the latency figures."""
+hold one row per (job, retriever): the job's overrides, every metric, the latency figures and the
+job's wall time (``job_seconds``: what a sweep point cost, store and embeddings included)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from viking_eval.report.sweep_plots import sweep_plots
 log = logging.getLogger(__name__)
 
 LATENCY_COLUMNS = ["p50_ms", "p95_ms", "qps"]
+COST_COLUMNS = [*LATENCY_COLUMNS, "job_seconds"]
 
 
 def _override_pairs(job_dir: Path) -> dict[str, str]:
@@ -60,6 +62,7 @@ def collect_sweep(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
                     "retriever": name,
                     **entry["metrics"],
                     **{key: latency.get(key) for key in LATENCY_COLUMNS},
+                    "job_seconds": document.get("wall_seconds"),
                     # numeric per-query stats a retriever reports (runner.provenance_stats),
                     # e.g. the fraction of tree nodes scored: the cost side of a trade-off
                     **{
@@ -84,9 +87,9 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
     metric_keys: list[str] = []
     for row in rows:
         for key in row:
-            if key not in metric_keys and key not in {"job", "retriever", *override_keys, *LATENCY_COLUMNS}:
+            if key not in metric_keys and key not in {"job", "retriever", *override_keys, *COST_COLUMNS}:
                 metric_keys.append(key)
-    columns = ["job", *override_keys, "retriever", *metric_keys, *LATENCY_COLUMNS]
+    columns = ["job", *override_keys, "retriever", *metric_keys, *COST_COLUMNS]
     buffer = text_io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()

@@ -1,6 +1,6 @@
 """The files of a run folder (DESIGN.md section 5). ``metrics.json`` is a stable contract::
 
-{"dataset": ..., "split": ..., "n_queries": ..., "data_issues": {...},
+{"dataset": ..., "split": ..., "n_queries": ..., "data_issues": {...}, "wall_seconds": ...,
  "retrievers": {"<name>": {"metrics": {"nDCG@10": 0.67, ...},
                            "latency": {"p50_ms": ..., "p95_ms": ..., "qps": ...},
                            "n_queries": ...}}}
@@ -31,6 +31,7 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
         "data_issues": summary.data_issues,
         "phase": summary.phase,
         "tuned_on_reported_split": summary.tuned_on_reported_split,
+        "wall_seconds": round(summary.wall_seconds, 3),
         "retrievers": {
             result.name: {
                 "metrics": result.metrics,
