@@ -175,7 +175,12 @@ def spec_key(settings: Settings, spec: RetrieverSpec, store_key: str, split_labe
         ],
         "top_k": settings.run.top_k,
         "metrics": [metric.name for metric in settings.metrics],
-        "latency": [settings.run.latency.n_queries, settings.run.latency.warmup, settings.run.latency.seed],
+        "latency": [
+            settings.run.latency.n_queries,
+            settings.run.latency.warmup,
+            settings.run.latency.seed,
+            settings.run.latency.blas_threads,
+        ],
     }
     return content_key(["retriever", json.dumps(payload, sort_keys=True, default=str)])
 
@@ -333,6 +338,7 @@ def run_retriever(
         n_queries=latency_settings.n_queries,
         warmup=latency_settings.warmup,
         seed=latency_settings.seed,
+        blas_threads=latency_settings.blas_threads,
     )
     return RetrieverResult(
         name=spec.name,

@@ -75,17 +75,28 @@ class DatasetSettings:
 @dataclass(frozen=True)
 class LatencySettings:
     """Per-query latency on a seeded sample: ``n_queries`` in [0, 100000] (0 = skip),
-    ``warmup`` in [0, 1000] queries run first and not timed."""
+    ``warmup`` in [0, 1000] queries run first and not timed, ``blas_threads`` in [1, 256]: the
+    BLAS threads while queries are timed one at a time (None = as the process has them; batch
+    throughput always uses them all; see viking_eval/latency.py)."""
 
     n_queries: int = 100
     warmup: int = 10
     seed: int = 0
+    blas_threads: int | None = 1
 
     def __post_init__(self) -> None:
         if not 0 <= self.n_queries <= 100_000:
             raise ValueError(f"latency.n_queries must be in [0, 100000], got {self.n_queries}")
         if not 0 <= self.warmup <= 1000:
             raise ValueError(f"latency.warmup must be in [0, 1000], got {self.warmup}")
+        if self.blas_threads is not None and (
+            isinstance(self.blas_threads, bool)
+            or not isinstance(self.blas_threads, int)
+            or not 1 <= self.blas_threads <= 256
+        ):
+            raise ValueError(
+                f"latency.blas_threads must be an integer in [1, 256] or null, got {self.blas_threads!r}"
+            )
 
 
 @dataclass(frozen=True)
