@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from viking_eval.report.markdown import latency_note
 from viking_eval.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
 
 if TYPE_CHECKING:
@@ -442,9 +443,7 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         "</header>",
         "<section><h2>Metrics</h2>",
         metric_table(summary, settings),
-        '<p class="note">Bold: best per column (lowest latency, highest QPS). Latency: one query at a '
-        f"time on {settings.run.latency.n_queries} sampled queries after {settings.run.latency.warmup} "
-        "warm-up queries.",
+        f'<p class="note">Bold: best per column (lowest latency, highest QPS). {_e(latency_note(settings))}',
         f" {_e(significance.legend())}." if significance is not None and significance.comparisons else "",
         "</p></section>",
     ]

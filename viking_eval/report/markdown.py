@@ -17,6 +17,20 @@ def _latency(result: Any, key: str) -> str:
     return "-" if value is None else f"{value:.1f}" if key == "qps" else f"{value:.2f}"
 
 
+def latency_note(settings: Settings) -> str:
+    """How latency was measured, in one sentence (report.md and report.html)."""
+    latency = settings.run.latency
+    threads = (
+        "the process's BLAS threads"
+        if latency.blas_threads is None
+        else f"{latency.blas_threads} BLAS thread{'s' if latency.blas_threads > 1 else ''}"
+    )
+    return (
+        f"Latency: one query at a time on {latency.n_queries} sampled queries after {latency.warmup} "
+        f"warm-up queries, with {threads}; batch QPS with all threads."
+    )
+
+
 def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github") -> str:
     """One row per retriever: every metric (4 decimals; ▲/▼ significantly better/worse than the
     baseline, see significance.py), p50/p95 latency in ms, QPS."""
@@ -100,8 +114,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
             else []
         ),
         f"{n_queries} judged queries evaluated; {issues.get('unjudged_queries', 0)} queries without judgments "
-        f"in this split were excluded. Run depth top_k = {settings.run.top_k}. Latency: one query at a time "
-        f"on {settings.run.latency.n_queries} sampled queries after {settings.run.latency.warmup} warm-up queries.",
+        f"in this split were excluded. Run depth top_k = {settings.run.top_k}. {latency_note(settings)}",
         "",
         summary_table(summary, settings),
         "",
