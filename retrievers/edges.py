@@ -34,6 +34,7 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -886,8 +887,6 @@ def _llm_answer(client: ChatClient, system: str, user: str) -> list[Any] | LLMEr
 def _llm_edges(
     documents: Sequence[Document], embeddings: npt.ArrayLike | None, config: LLMEdgeConfig, links: _Links
 ) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     batches = _llm_batches(documents, embeddings, config)
     if not batches:
         return
