@@ -561,4 +561,23 @@ def test_llm_edges_in_the_store_round_trip(llm_server: ChatServer, tmp_path: Pat
 def test_bad_llm_edge_config(values: dict[str, Any], message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         EdgeConfig.from_dict({"llm": values})
-    assert isinstance(LLMEdgeConfig("http://x", "m"), LLMEdgeConfig)
+
+
+def test_llm_edge_defaults_are_oasis_batches_and_relations() -> None:
+    config = LLMEdgeConfig("http://x", "m")
+    assert (config.batch_size, config.batching, config.min_weight, config.max_edges_per_doc) == (
+        5,
+        "sequential",
+        0.0,
+        0,
+    )
+    assert config.relations == (
+        "references",
+        "elaborates",
+        "depends_on",
+        "contradicts",
+        "part_of",
+        "similar_to",
+        "sequence",
+        "caused_by",
+    )
