@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from retrievers import ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
-from retrievers.edges import EdgeSet
+from retrievers.store.edges import EdgeSet
 from retrievers.graph import GraphRetriever
 
 CISI = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "cisi"

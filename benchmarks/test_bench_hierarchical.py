@@ -31,7 +31,8 @@ from retrievers import (
     StoreConfig,
     TfidfEmbedder,
 )
-from retrievers.hierarchy import HierarchyConfig, build_tree
+from retrievers.build.hierarchy import build_tree
+from retrievers.store.tree import HierarchyConfig
 from retrievers.types import EncodeKind
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"

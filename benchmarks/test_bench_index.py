@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from retrievers.index import BM25Index, ExactVectorIndex, tokenize
+from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.text import tokenize
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 N_QUERIES = 300

@@ -5,20 +5,26 @@ or viking_eval (a test enforces it), and sentence-transformers/torch load only w
 """
 
 from retrievers.baselines import BM25Retriever, DenseRetriever
-from retrievers.chunking import ChunkingConfig
-from retrievers.edges import EdgeConfig, EdgeSet
 from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
 from retrievers.filters import MetadataFilter
 from retrievers.graph import GraphRetriever
 from retrievers.hierarchical import HierarchicalRetriever
-from retrievers.hierarchy import ContextTree, HierarchyConfig
 from retrievers.hybrid import HybridRetriever
 from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.intent import FindResult, LLMIntentAnalyzer, RuleBasedAnalyzer, Session, TypedQuery
 from retrievers.multi_strategy import MultiStrategyRetriever
 from retrievers.query_analysis import QueryAnalyzer
 from retrievers.rerank import CrossEncoderReranker, EmbeddingReranker, LLMReranker
-from retrievers.store import BM25Config, ContextStore, StoreConfig
+from retrievers.store import (
+    BM25Config,
+    ChunkingConfig,
+    ContextStore,
+    ContextTree,
+    EdgeConfig,
+    EdgeSet,
+    HierarchyConfig,
+    StoreConfig,
+)
 from retrievers.timeparse import TimestampConfig
 from retrievers.tuned import TunedFileError, load_tuned
 from retrievers.types import (

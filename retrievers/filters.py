@@ -27,13 +27,14 @@ import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.params import ParamError, Params, param
 from retrievers.timeparse import parse_timestamp
 
 if TYPE_CHECKING:
@@ -63,22 +64,22 @@ def _epoch(value: object, where: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class TimeWindow:
+class TimeWindow(Params):
     """``start <= time(metadata[field]) <= end``; bounds are ISO 8601 strings (naive = UTC) or
     epoch seconds, either may be None (open); ``start <= end``."""
 
-    start: str | float | None = None
-    end: str | float | None = None
-    field: str = "timestamp"
+    SECTION = "filters.time_range"
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.field, str) or not self.field:
-            raise ValueError(f"filters.time_range.field must be a metadata key, got {self.field!r}")
+    start: str | float | None = param(None)
+    end: str | float | None = param(None)
+    field: str = param("timestamp", non_empty=True, doc="the metadata key holding the time")
+
+    def check(self) -> None:
         low, high = self.bounds
         if low is None and high is None:
-            raise ValueError("filters.time_range needs a start, an end or both (or leave time_range null)")
+            raise self.fail("start", "or end must be given (or leave time_range null)")
         if low is not None and high is not None and low > high:
-            raise ValueError(f"filters.time_range.start {self.start!r} is after end {self.end!r}")
+            raise self.fail("start", f"{self.start!r} is after end {self.end!r}")
 
     @property
     def bounds(self) -> tuple[float | None, float | None]:
@@ -87,72 +88,34 @@ class TimeWindow:
 
 
 @dataclass(frozen=True)
-class MetadataFilter:
-    """Conditions a row must meet to be searched (all of them); None / empty = no condition."""
+class MetadataFilter(Params):
+    """Conditions a row must meet to be searched (all of them); None / empty = no condition.
+    ``metadata`` values are compared as strings; a list means any of them."""
 
-    doc_ids: tuple[str, ...] | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    time_range: TimeWindow | None = None
+    SECTION = "filters"
 
-    def __post_init__(self) -> None:
-        if self.doc_ids is not None:
-            if isinstance(self.doc_ids, str) or not isinstance(self.doc_ids, Sequence):
-                raise ValueError(
-                    f"filters.doc_ids must be a list of document ids or null, got {self.doc_ids!r}"
-                )
-            ids = tuple(self.doc_ids)
-            if any(not isinstance(doc_id, str) or not doc_id for doc_id in ids):
-                raise ValueError(f"filters.doc_ids must hold non-empty strings, got {list(ids)}")
-            object.__setattr__(self, "doc_ids", ids)
-        if not isinstance(self.metadata, Mapping):
-            raise ValueError(f"filters.metadata must be a mapping {{key: value}}, got {self.metadata!r}")
+    doc_ids: tuple[str, ...] | None = param(None, non_empty=True)
+    metadata: Mapping[str, Any] = param(factory=dict)
+    time_range: TimeWindow | None = param(None)
+
+    def check(self) -> None:
         cleaned: dict[str, tuple[str, ...]] = {}
         for key, value in self.metadata.items():
             if not isinstance(key, str) or not key:
-                raise ValueError(f"filters.metadata keys must be non-empty strings, got {key!r}")
+                raise self.fail("metadata", f"keys must be non-empty strings, got {key!r}")
             values = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [value]
             if not values or any(not isinstance(item, _SCALARS) for item in values):
-                raise ValueError(
-                    f"filters.metadata.{key} must be a string, number, boolean or a non-empty list of them, got {value!r}"
+                raise ParamError(
+                    f"filters.metadata.{key}",
+                    f"filters.metadata.{key} must be a string, number, boolean or a non-empty list of them, got {value!r}",
                 )
             cleaned[key] = tuple(str(item) for item in values)
         object.__setattr__(self, "metadata", cleaned)
-        if self.time_range is not None and not isinstance(self.time_range, TimeWindow):
-            raise ValueError(f"filters.time_range must be a TimeWindow, got {self.time_range!r}")
 
     @property
     def is_empty(self) -> bool:
         return self.doc_ids is None and not self.metadata and self.time_range is None
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> MetadataFilter:
-        """Build from config data ``{doc_ids, metadata, time_range: {start, end, field}}``,
-        rejecting unknown keys."""
-        if not isinstance(values, Mapping):
-            raise ValueError(
-                f"filters must be a mapping {{doc_ids, metadata, time_range}} or null, got {values!r}"
-            )
-        allowed = {"doc_ids", "metadata", "time_range"}
-        unknown = sorted(set(values) - allowed)
-        if unknown:
-            raise ValueError(f"unknown filters key(s) {unknown}; allowed: {sorted(allowed)}")
-        window = values.get("time_range")
-        if window is not None:
-            if not isinstance(window, Mapping):
-                raise ValueError(
-                    f"filters.time_range must be a mapping {{start, end, field}}, got {window!r}"
-                )
-            extra = sorted(set(window) - {"start", "end", "field"})
-            if extra:
-                raise ValueError(
-                    f"unknown filters.time_range key(s) {extra}; allowed: ['end', 'field', 'start']"
-                )
-            window = TimeWindow(**dict(window))
-        return cls(
-            doc_ids=values.get("doc_ids"),
-            metadata=values.get("metadata") or {},
-            time_range=window,
-        )
 
 
 def _warn(message: str) -> None:

@@ -1,5 +1,6 @@
 """Rank and score fusion: weighted reciprocal rank fusion, convex combination of normalised
-scores, CombSUM / CombMNZ, score normalisation and the project's tie-breaking order.
+scores, CombSUM / CombMNZ, consensus fusion, score normalisation and the project's tie-breaking
+order. Every family that fuses lists (hybrid legs, graph seeds, multi-strategy) uses these.
 
 Inputs are per-leg rankings (items best first) or runs (``{item: raw score}``); outputs are
 ``{item: fused score}`` mappings that :func:`ranked` turns into the one ranking order of the
@@ -22,6 +23,8 @@ Sources:
 * Convex combination of normalised lexical and dense scores: S. Bruch, S. Gai, A. Ingber,
   "An analysis of fusion functions for hybrid retrieval", ACM TOIS 2023 (they find it more
   robust than RRF when tuned; z-score normalisation is their "z" variant).
+* Consensus fusion (the multi-strategy seed design): the mean of a document's weighted,
+  normalised scores plus a boost per extra list that found it, capped at 1.
 """
 
 from __future__ import annotations
@@ -38,14 +41,15 @@ __all__ = [
     "Normalization",
     "comb_mnz",
     "comb_sum",
+    "consensus_fuse",
     "convex_combination",
     "normalize_scores",
     "ranked",
     "reciprocal_rank_fusion",
 ]
 
-Normalization = Literal["minmax", "zscore"]
-NORMALIZATIONS: tuple[str, ...] = ("minmax", "zscore")
+Normalization = Literal["minmax", "zscore", "max"]
+NORMALIZATIONS: tuple[str, ...] = ("minmax", "zscore", "max")
 
 
 class _Comparable(Hashable, Protocol):
@@ -128,6 +132,7 @@ def normalize_scores(scores: npt.ArrayLike, method: Normalization = "minmax") ->
       every document gets 1.0 (the leg returned them all as equally good).
     * ``zscore``: ``(s - mean) / std`` with the population standard deviation; when every score
       is equal, every document gets 0.0.
+    * ``max``: ``max(s, 0) / max`` into [0, 1]; when no score is positive, every document gets 1.0.
 
     Scores must be finite; an empty input gives an empty output.
     """
@@ -145,6 +150,11 @@ def normalize_scores(scores: npt.ArrayLike, method: Normalization = "minmax") ->
         if high == low:
             return np.ones_like(values)
         return (values - low) / (high - low)
+    if method == "max":
+        top = float(values.max())
+        if top <= 0:
+            return np.ones_like(values)
+        return np.clip(values, 0.0, None) / top
     spread = float(values.std())
     if spread == 0.0:
         return np.zeros_like(values)
@@ -159,7 +169,7 @@ def _normalised_runs(
     for run in runs:
         items = list(run)
         normalised = normalize_scores([run[item] for item in items], normalization)
-        floor = 0.0 if normalization == "minmax" or not items else float(normalised.min())
+        floor = 0.0 if normalization != "zscore" or not items else float(normalised.min())
         out.append((dict(zip(items, normalised.tolist(), strict=True)), floor))
     return out
 
@@ -220,3 +230,13 @@ def comb_mnz(
     ``score(d) = |{i : d in run_i}| * sum_i w_i * n_i(d)`` — agreement between legs is rewarded."""
     fused, found = _weighted_sum(runs, _check_weights(weights, len(runs)), normalization)
     return {item: score * found[item] for item, score in fused.items()}
+
+
+def consensus_fuse(contributions: Sequence[float], consensus_boost: float) -> float:
+    """``min(mean(contributions) + consensus_boost * (n - 1), 1.0)`` for a document found by
+    ``n = len(contributions)`` lists (contributions already normalised and weighted). E.g.
+    0.85, 0.72 and 0.68 with a boost of 0.1 give ``min(0.75 + 0.2, 1) = 0.95``."""
+    if not contributions:
+        raise ValueError("consensus_fuse needs at least one contribution")
+    mean = math.fsum(contributions) / len(contributions)
+    return min(mean + consensus_boost * (len(contributions) - 1), 1.0)

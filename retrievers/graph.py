@@ -64,8 +64,9 @@ from typing import Any, TypeGuard
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.baselines import check_query, check_top_k
-from retrievers.edges import EdgeSet
+from retrievers.kernel import check_query
+from retrievers.ranking import check_top_k
+from retrievers.store.edges import EdgeSet
 from retrievers.store import ContextStore
 from retrievers.types import EdgeContext, Embedder, RetrievalResult
 

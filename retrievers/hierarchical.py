@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.baselines import check_query, check_top_k
-from retrievers.hierarchy import ContextTree
-from retrievers.index import ExactVectorIndex, top_k_1d
+from retrievers.index import ExactVectorIndex
+from retrievers.kernel import check_query
+from retrievers.ranking import check_top_k, top_k_1d
+from retrievers.store.tree import ContextTree
 from retrievers.intent import (
     ContextType,
     FindResult,

@@ -71,8 +71,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from retrievers.baselines import check_query, check_top_k
-from retrievers.index import top_k_1d
+from retrievers.kernel import check_query
+from retrievers.ranking import check_top_k, top_k_1d
 from retrievers.query_analysis import (
     DEFAULT_RULES,
     INTENTS,

@@ -323,7 +323,7 @@ class IntentRule:
                 ) from None
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], index: int) -> IntentRule:
+    def from_dict(cls, values: Mapping[str, Any], index: int) -> IntentRule:
         allowed = {"intent", "weight", "pattern", "feature"}
         if not isinstance(values, Mapping):
             raise ValueError(f"rules[{index}] must be a mapping with keys {sorted(allowed)}, got {values!r}")
@@ -344,7 +344,7 @@ def parse_rules(rules: Sequence[Mapping[str, Any]]) -> tuple[IntentRule, ...]:
         raise ValueError(f"rules must be a list of mappings, got {type(rules).__name__}")
     if not rules:
         raise ValueError("rules must hold at least one rule")
-    return tuple(IntentRule.from_mapping(rule, index) for index, rule in enumerate(rules))
+    return tuple(IntentRule.from_dict(rule, index) for index, rule in enumerate(rules))
 
 
 @dataclass(frozen=True)

@@ -43,12 +43,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.params import Params, param
 from retrievers.types import Document
 
 __all__ = [
@@ -131,43 +132,24 @@ def parse_timezone(name: str) -> tzinfo:
 
 
 @dataclass(frozen=True)
-class TimestampConfig:
+class TimestampConfig(Params):
     """Which metadata fields hold a document's time (first present field wins; an unparseable
     value is counted and the next field is tried), the zone of naive values, the epoch unit."""
 
-    fields: tuple[str, ...] = ("timestamp", "session_date_time")
-    default_timezone: str = "UTC"
-    epoch_unit: str = "s"
+    SECTION = "store.timestamps"
 
-    def __post_init__(self) -> None:
-        if isinstance(self.fields, str) or not isinstance(self.fields, Sequence):
-            raise ValueError(f"timestamps.fields must be a list of metadata keys, got {self.fields!r}")
-        object.__setattr__(self, "fields", tuple(self.fields))
-        if not self.fields or any(not isinstance(name, str) or not name for name in self.fields):
-            raise ValueError(
-                f"timestamps.fields must be a non-empty list of metadata keys, got {list(self.fields)}"
-            )
-        if len(set(self.fields)) != len(self.fields):
-            raise ValueError(f"timestamps.fields has duplicates: {list(self.fields)}")
+    fields: tuple[str, ...] = param(("timestamp", "session_date_time"), non_empty=True, unique=True)
+    default_timezone: str = param("UTC", doc="UTC, an offset such as +02:00, or an IANA name")
+    epoch_unit: Literal["s", "ms"] = param("s")
+
+    def check(self) -> None:
+        if any(not name for name in self.fields):
+            raise self.fail("fields", f"must be a non-empty list of metadata keys, got {list(self.fields)}")
         try:
             parse_timezone(self.default_timezone)
         except ValueError as error:
-            raise ValueError(f"timestamps.default_timezone: {error}") from None
-        if self.epoch_unit not in _EPOCH_UNITS:
-            raise ValueError(
-                f"timestamps.epoch_unit must be one of {sorted(_EPOCH_UNITS)}, got {self.epoch_unit!r}"
-            )
+            raise self.fail("default_timezone", f"is not a time zone: {error}") from None
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> TimestampConfig:
-        """Build from plain config data, rejecting unknown keys."""
-        if not isinstance(values, Mapping):
-            raise ValueError(f"store.timestamps must be a mapping or null, got {values!r}")
-        allowed = {"fields", "default_timezone", "epoch_unit"}
-        unknown = sorted(set(values) - allowed)
-        if unknown:
-            raise ValueError(f"unknown store.timestamps key(s) {unknown}; allowed: {sorted(allowed)}")
-        return cls(**dict(values))
 
     @property
     def tz(self) -> tzinfo:

@@ -90,7 +90,7 @@ def test_bad_input(store_and_embedder) -> None:  # type: ignore[no-untyped-def]
         BM25Retriever(store).retrieve("x", 0)
     with pytest.raises(ValueError, match="non-empty string"):
         DenseRetriever(store, embedder).retrieve("   ", 5)
-    with pytest.raises(ValueError, match=r"query_batch_size must be in \[1, 65536\]"):
+    with pytest.raises(ValueError, match=r"query_batch_size must be an integer in \[1, 65536\]"):
         DenseRetriever(store, embedder, query_batch_size=0)
     other = TfidfEmbedder(dim=8).fit(["alpha beta", "gamma delta", "beta gamma"])
     with pytest.raises(ValueError, match="not the one the store was built with"):

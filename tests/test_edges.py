@@ -15,7 +15,8 @@ import pytest
 from conftest import ChatServer, unreachable_url
 
 from retrievers import ContextStore, Document, Edge, StoreConfig, TfidfEmbedder
-from retrievers.edges import (
+from retrievers.build.edges import build_edges
+from retrievers.store.edges import (
     EdgeConfig,
     EdgeSet,
     LLMEdgeConfig,
@@ -23,7 +24,6 @@ from retrievers.edges import (
     ReferenceEdgeConfig,
     SequenceEdgeConfig,
     SimilarityEdgeConfig,
-    build_edges,
 )
 
 
@@ -290,17 +290,17 @@ def test_builders_combine_and_extra_edges_are_merged() -> None:
     [
         (
             {"citations": {}},
-            r"unknown store.edges builder\(s\) \['citations'\]; allowed: \['similar_to', 'sequence', 'references', 'mentions', 'llm'\]",
+            r"unknown store.edges key\(s\) \['citations'\]; allowed: \['similar_to', 'sequence', 'references', 'mentions', 'llm'\]",
         ),
         ({"similar_to": {"k": 0}}, r"edges.similar_to.k must be an integer in \[1, 1000\], got 0"),
         ({"similar_to": {"min_sim": 1.5}}, r"edges.similar_to.min_sim must be a number in \[0, 1\]"),
         ({"similar_to": {"neighbours": 3}}, r"unknown store.edges.similar_to key\(s\) \['neighbours'\]"),
-        ({"similar_to": {"same_keys": "conversation"}}, "must be a list of metadata keys"),
+        ({"similar_to": {"same_keys": "conversation"}}, "store.edges.similar_to.same_keys must be a list, got 'conversation'"),
         ({"sequence": {"weight": -1}}, r"edges.sequence.weight must be a number in \[0, 1\]"),
-        ({"references": {"fields": []}}, "must name at least one metadata key"),
+        ({"references": {"fields": []}}, "store.edges.references.fields must not be empty"),
         ({"references": {"id_index": -1}}, r"id_index must be an integer in \[0, 100\]"),
         ({"mentions": {"max_fanout": 1}}, r"max_fanout must be an integer in \[2, 100000\]"),
-        ({"mentions": {"terms_per_doc": 2, "min_shared": 3}}, r"min_shared must be an integer in \[1, 2\]"),
+        ({"mentions": {"terms_per_doc": 2, "min_shared": 3}}, r"min_shared must be an integer in \[1, terms_per_doc\] = \[1, 2\], got 3"),
         ([1, 2], "store.edges must be a mapping"),
     ],
 )
@@ -524,7 +524,7 @@ def test_llm_edges_in_the_store_round_trip(llm_server: ChatServer, tmp_path: Pat
         {"edges": {"llm": {"base_url": llm_server.url, "model": "m", "batch_size": 2, "min_weight": 0.1}}}
     )
     assert config.to_dict()["edges"]["llm"]["model"] == "m"  # LLM settings are part of the store key
-    assert "llm" not in StoreConfig.from_dict({"edges": {"sequence": {}}}).to_dict()["edges"]
+    assert StoreConfig.from_dict({"edges": {"sequence": {}}}).to_dict()["edges"]["llm"] is None
     assert StoreConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     embedder = TfidfEmbedder(dim=2).fit([doc.full_text for doc in LLM_DOCS])
     store = ContextStore.build(LLM_DOCS, embedder, config)
@@ -539,16 +539,16 @@ def test_llm_edges_in_the_store_round_trip(llm_server: ChatServer, tmp_path: Pat
         ({"model": "m"}, "missing 1 required positional argument: 'base_url'"),
         ({"base_url": "ftp://x", "model": "m"}, "base_url must be an http"),
         ({"base_url": "http://x", "model": ""}, "model must be a non-empty string"),
-        ({"base_url": "http://x", "model": "m", "timeout_s": 0}, r"timeout_s must be in \(0, 600\]"),
+        ({"base_url": "http://x", "model": "m", "timeout_s": 0}, r"timeout_s must be a number in \(0, 600\], got 0"),
         (
             {"base_url": "http://x", "model": "m", "batch_size": 1},
             r"batch_size must be an integer in \[2, 50\]",
         ),
-        ({"base_url": "http://x", "model": "m", "batching": "random"}, "'sequential' or 'neighbours'"),
-        ({"base_url": "http://x", "model": "m", "relations": ["likes"]}, "must name distinct relations of"),
+        ({"base_url": "http://x", "model": "m", "batching": "random"}, r"batching must be one of \['sequential', 'neighbours'\], got 'random'"),
+        ({"base_url": "http://x", "model": "m", "relations": ["likes"]}, r"relations\[0\] must be one of \['references', .*got 'likes'"),
         (
             {"base_url": "http://x", "model": "m", "relations": "references"},
-            "non-empty list of relation names",
+            "relations must be a list, got 'references'",
         ),
         ({"base_url": "http://x", "model": "m", "min_weight": 2}, r"min_weight must be a number in \[0, 1\]"),
         ({"base_url": "http://x", "model": "m", "workers": 0}, r"workers must be an integer in \[1, 64\]"),

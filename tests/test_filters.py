@@ -80,8 +80,8 @@ def test_chunks_pass_a_doc_id_filter_through_their_parent() -> None:
     ("values", "message"),
     [
         ({"ids": ["a"]}, r"unknown filters key\(s\) \['ids'\]"),
-        ({"doc_ids": "a"}, "filters.doc_ids must be a list of document ids"),
-        ({"doc_ids": ["a", ""]}, "filters.doc_ids must hold non-empty strings"),
+        ({"doc_ids": "a"}, "filters.doc_ids must be a list or null, got 'a'"),
+        ({"doc_ids": ["a", ""]}, r"filters.doc_ids\[1\] must be a non-empty string"),
         ({"metadata": ["lang"]}, "filters.metadata must be a mapping"),
         (
             {"metadata": {"lang": []}},
@@ -89,10 +89,10 @@ def test_chunks_pass_a_doc_id_filter_through_their_parent() -> None:
         ),
         ({"metadata": {"lang": {"x": 1}}}, "filters.metadata.lang must be a string"),
         ({"time_range": {"start": "yesterday"}}, "filters.time_range.start is not an ISO 8601 time"),
-        ({"time_range": {}}, "filters.time_range needs a start, an end or both"),
+        ({"time_range": {}}, "filters.time_range.start or end must be given"),
         ({"time_range": {"start": "2024-02-01", "end": "2024-01-01"}}, "start '2024-02-01' is after end"),
         ({"time_range": {"start": 0, "until": 5}}, r"unknown filters.time_range key\(s\) \['until'\]"),
-        ({"time_range": {"start": True}}, "filters.time_range.start must be an ISO 8601 string"),
+        ({"time_range": {"start": True}}, "filters.time_range.start must be a string or a number or null, got True"),
     ],
 )
 def test_bad_filters_are_rejected_with_the_key(values: dict, message: str) -> None:  # type: ignore[type-arg]

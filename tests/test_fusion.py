@@ -81,7 +81,10 @@ def test_minmax_and_zscore_by_hand() -> None:
     with pytest.raises(ValueError, match="finite"):
         normalize_scores([1.0, math.nan])
     with pytest.raises(ValueError, match="normalization must be one of"):
-        normalize_scores([1.0], "max")  # type: ignore[arg-type]
+        normalize_scores([1.0], "median")  # type: ignore[arg-type]
+    # max: max(s, 0) / max; no positive score gives all ones
+    assert normalize_scores([-1.0, 2.0, 4.0], "max").tolist() == [0.0, 0.5, 1.0]
+    assert normalize_scores([-1.0, 0.0], "max").tolist() == [1.0, 1.0]
 
 
 def test_convex_combination_by_hand() -> None:

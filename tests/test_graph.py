@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from retrievers import ContextStore, DenseRetriever, Document, Edge, EdgeContext, StoreConfig, TfidfEmbedder
-from retrievers.edges import EdgeSet
+from retrievers.store.edges import EdgeSet
 from retrievers.graph import GraphParams, GraphRetriever
 from viking_eval.data import load_dataset
 

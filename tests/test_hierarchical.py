@@ -13,7 +13,7 @@ import pytest
 
 from retrievers import ContextNode, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
 from retrievers.hierarchical import HierarchicalParams, HierarchicalRetriever
-from retrievers.hierarchy import embed_directories
+from retrievers.build.hierarchy import embed_directories
 from retrievers.types import EncodeKind
 from viking_eval.data import load_dataset
 

@@ -13,7 +13,7 @@ from test_hierarchical import TABLE, R, TableEmbedder, scored  # tests/ is on sy
 
 from retrievers import ContextNode, ContextStore, Document, StoreConfig
 from retrievers.hierarchical import HierarchicalRetriever
-from retrievers.hierarchy import embed_directories
+from retrievers.build.hierarchy import embed_directories
 from retrievers.types import RetrievalResult
 
 # Reranker scores by node name; compare with the vector scores in test_hierarchical.TABLE.

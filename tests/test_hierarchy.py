@@ -11,15 +11,8 @@ import numpy as np
 import pytest
 
 from retrievers import ContextNode, ContextStore, Document, StoreConfig, TfidfEmbedder
-from retrievers.hierarchy import (
-    ContextTree,
-    HierarchyConfig,
-    TreeError,
-    context_type_of,
-    embed_directories,
-    kmeans_nodes,
-    spherical_kmeans,
-)
+from retrievers.build.hierarchy import embed_directories, kmeans_nodes, spherical_kmeans
+from retrievers.store.tree import ContextTree, HierarchyConfig, TreeError, context_type_of
 from retrievers.types import EncodeKind
 
 
@@ -321,7 +314,7 @@ def test_metadata_path_errors(tmp_path: Path) -> None:
     ],
 )
 def test_bad_settings(values: dict[str, object], message: str) -> None:
-    with pytest.raises(TreeError, match=message):
+    with pytest.raises(ValueError, match=message):
         HierarchyConfig.from_dict(values)
 
 

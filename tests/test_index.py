@@ -17,14 +17,10 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi, BM25Plus
 
-from retrievers.index import (
-    QUERY_BLOCK,
-    BM25Index,
-    ExactVectorIndex,
-    tokenize,
-    top_k_1d,
-    top_k_rows,
-)
+from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.index.vectors import QUERY_BLOCK
+from retrievers.ranking import top_k_1d, top_k_rows
+from retrievers.text import tokenize
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 

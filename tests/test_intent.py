@@ -14,7 +14,7 @@ from conftest import ChatServer
 
 from retrievers import ContextNode, ContextStore, Document, StoreConfig
 from retrievers.hierarchical import HierarchicalRetriever
-from retrievers.hierarchy import embed_directories
+from retrievers.build.hierarchy import embed_directories
 from retrievers.intent import (
     ContextType,
     LLMIntentAnalyzer,

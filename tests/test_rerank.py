@@ -22,9 +22,9 @@ from retrievers.rerank import (
     EmbeddingReranker,
     LLMReranker,
     RerankError,
-    parse_grades,
     rerank_with_fallback,
 )
+from retrievers.rerank.llm import parse_grades
 from retrievers.types import EncodeKind, RetrievalResult
 
 CANDIDATES = [RetrievalResult("d1", 0.9), RetrievalResult("d2", 0.5), RetrievalResult("d3", 0.1)]

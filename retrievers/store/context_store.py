@@ -1,7 +1,8 @@
 """ContextStore: the built, immutable artifact every retriever reads.
 
-Built once from a corpus, an embedder and store settings; saved to a folder of ``.npy``, JSON and
-bm25s files (never pickle); loaded with ``mmap``. Retrievers are cheap objects over a store, so a
+Built once from a corpus, an embedder and store settings (:mod:`retrievers.build`); saved to a
+folder of ``.npy``, JSON and bm25s files (never pickle); loaded with ``mmap``. Loading imports no
+build code (no k-means, TF-IDF or LLM client). Retrievers are cheap objects over a store, so a
 sweep over query-time parameters builds one store and many retrievers.
 
 Documents are kept sorted by id: row ``i`` of every matrix and index is ``documents[i]``, so
@@ -13,93 +14,22 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from retrievers.chunking import ChunkingConfig, chunk_documents
-from retrievers.edges import EdgeConfig, EdgeSet, build_edges
-from retrievers.hierarchy import ContextTree, HierarchyConfig, build_tree
 from retrievers.index import BM25Index, ExactVectorIndex
-from retrievers.timeparse import DocumentTimes, TimestampConfig
+from retrievers.store.config import StoreConfig
+from retrievers.store.edges import EdgeSet
+from retrievers.store.tree import ContextTree
+from retrievers.timeparse import DocumentTimes
 from retrievers.types import Document, Embedder
 
-STORE_FORMAT = 1
+__all__ = ["STORE_FORMAT", "ContextStore"]
 
-
-def _reject_unknown(cls: type, values: Mapping[str, Any], where: str) -> None:
-    allowed = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - allowed)
-    if unknown:
-        raise ValueError(f"unknown {where} key(s) {unknown}; allowed: {sorted(allowed)}")
-
-
-@dataclass(frozen=True)
-class BM25Config:
-    """BM25 index settings. Defaults are Pyserini's BEIR "flat" settings (k1=0.9, b=0.4, Lucene
-    idf) with an English stopword list and Snowball stemming."""
-
-    k1: float = 0.9
-    b: float = 0.4
-    method: str = "lucene"
-    stopwords: str | None = "en"
-    stemmer: str | None = "english"
-
-    def __post_init__(self) -> None:
-        if not self.k1 > 0:
-            raise ValueError(f"bm25.k1 must be > 0, got {self.k1}")
-        if not 0.0 <= self.b <= 1.0:
-            raise ValueError(f"bm25.b must be in [0, 1], got {self.b}")
-
-
-@dataclass(frozen=True)
-class StoreConfig:
-    """How a corpus is indexed. Changing any of it rebuilds the store (once)."""
-
-    bm25: BM25Config = field(default_factory=BM25Config)
-    #: context tree (retrievers/hierarchy.py); None = no tree
-    hierarchy: HierarchyConfig | None = None
-    #: document times parsed at build (retrievers/timeparse.py); None = none parsed
-    timestamps: TimestampConfig | None = field(default_factory=TimestampConfig)
-    #: document edges (retrievers/edges.py): kNN similarity, sequence, references, mentions, LLM; None = none
-    edges: EdgeConfig | None = None
-    #: parent-child chunks (retrievers/chunking.py): {size, overlap} in whitespace tokens; None = whole documents
-    chunking: ChunkingConfig | None = None
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any] | None) -> StoreConfig:
-        values = dict(values or {})
-        _reject_unknown(cls, values, "store")
-        bm25 = dict(values.get("bm25") or {})
-        _reject_unknown(BM25Config, bm25, "store.bm25")
-        hierarchy = values.get("hierarchy")
-        timestamps = values.get("timestamps", {})
-        edges = values.get("edges")
-        chunking = values.get("chunking")
-        return cls(
-            bm25=BM25Config(**bm25),
-            hierarchy=None if hierarchy is None else HierarchyConfig.from_dict(hierarchy),
-            timestamps=None if timestamps is None else TimestampConfig.from_dict(timestamps),
-            edges=None if edges is None else EdgeConfig.from_dict(edges),
-            chunking=None if chunking is None else ChunkingConfig.from_dict(chunking),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        values = asdict(self)
-        if values.get("chunking") is None:  # unchunked stores keep the cache keys they had before chunking
-            values.pop("chunking", None)
-        if values.get("edges") is not None and values["edges"].get("llm") is None:
-            values["edges"].pop("llm")  # and stores without LLM edges the keys they had before them
-        return values
-
-    def input_files(self, source_folder: Path | None) -> list[Path]:
-        """Files a build reads besides the corpus (e.g. the tree's summaries file); their content
-        belongs in the store's cache key."""
-        return [] if self.hierarchy is None else self.hierarchy.input_files(source_folder)
+STORE_FORMAT = 2
 
 
 class ContextStore:
@@ -216,66 +146,13 @@ class ContextStore:
         show_progress: bool = False,
         source_folder: Path | None = None,
     ) -> ContextStore:
-        """Embed and index ``documents`` (title and text joined as BEIR does). ``source_folder``
-        is the dataset folder, where components find extra files (the tree's summaries)."""
-        config = config or StoreConfig()
-        ordered = sorted(documents, key=lambda doc: doc.id)
-        if not ordered:
-            raise ValueError("cannot build a store from an empty corpus")
-        parents: list[Document] | None = None
-        if config.chunking is not None:  # rows become chunks; the documents are kept as parents
-            for previous, current in itertools.pairwise(ordered):
-                if previous.id == current.id:
-                    raise ValueError(f"duplicate document id {current.id!r}")
-            parents = ordered
-            ordered = sorted(chunk_documents(parents, config.chunking), key=lambda doc: doc.id)
-        for previous, current in itertools.pairwise(ordered):
-            if previous.id == current.id:
-                raise ValueError(f"duplicate document id {current.id!r}")
-        texts = [doc.full_text for doc in ordered]
-        seconds: dict[str, float] = {}
-        start = time.perf_counter()
-        embeddings = np.ascontiguousarray(embedder.encode(texts, kind="document"), dtype=np.float32)
-        seconds["embed"] = time.perf_counter() - start
-        start = time.perf_counter()
-        bm25 = BM25Index.build(
-            texts,
-            k1=config.bm25.k1,
-            b=config.bm25.b,
-            method=config.bm25.method,
-            stopwords=config.bm25.stopwords,
-            stemmer=config.bm25.stemmer,
-            show_progress=show_progress,
+        """Embed and index ``documents``: :func:`retrievers.build.build_store` (imported only
+        when a store is built)."""
+        from retrievers.build import build_store
+
+        return build_store(
+            documents, embedder, config, show_progress=show_progress, source_folder=source_folder
         )
-        seconds["bm25"] = time.perf_counter() - start
-        tree = None
-        if config.hierarchy is not None:
-            start = time.perf_counter()
-            tree = build_tree(ordered, embeddings, embedder, config.hierarchy, source_folder=source_folder)
-            seconds["hierarchy"] = time.perf_counter() - start
-        store = cls(
-            ordered, embeddings, bm25, embedder_name=embedder.name, config=config, build_seconds=seconds
-        )
-        if parents is not None:
-            parent_index = {doc.id: index for index, doc in enumerate(parents)}
-            store.set_parents(
-                parents,
-                np.fromiter(
-                    (parent_index[doc.metadata["parent_id"]] for doc in ordered), np.int64, len(ordered)
-                ),
-            )
-        if tree is not None:
-            tree.leaf_rows(store.row_of)  # every leaf names a document of the store
-            store.tree = tree
-        if config.timestamps is not None:
-            start = time.perf_counter()
-            store.timestamps = DocumentTimes.build(ordered, config.timestamps)
-            store.build_seconds["timestamps"] = time.perf_counter() - start
-        if config.edges is not None:  # after the embeddings: similar_to edges use them
-            start = time.perf_counter()
-            store.edges = build_edges(ordered, embeddings, config.edges)
-            store.build_seconds["edges"] = time.perf_counter() - start
-        return store
 
     def save(self, folder: Path) -> None:
         """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files."""

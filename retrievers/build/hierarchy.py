@@ -1,0 +1,460 @@
+"""Building context trees: recursive k-means or metadata paths, extractive abstracts, directory vectors.
+
+Builders (chosen by :attr:`retrievers.store.tree.HierarchyConfig.builder`):
+
+* ``kmeans``: recursive spherical k-means over the document embeddings (flat corpora such as
+  SciFact). A set of at most ``max_leaf_size`` documents becomes one directory of leaves; a larger
+  set is split into ``branching_factor`` clusters, recursively. Abstracts are extractive: the
+  titles (or opening words) of the directory's most central documents and its top TF-IDF terms
+  (:func:`retrievers.text.fit_tfidf` over :data:`retrievers.text.LABEL_PATTERN` words); nothing is
+  generated.
+* ``metadata_path``: directories from metadata values, e.g. LoCoMo's conversation -> session
+  (``viking://user/memories/<conversation>/<session>/<turn>``). A JSON-lines ``summaries_file``
+  in the dataset folder (LoCoMo's ``sessions.jsonl``) can give a directory its abstract and
+  overview through ``str.format`` templates over the record's fields (the session's date and its
+  summary); other directories get the extractive abstract.
+
+Both are deterministic: the same documents, vectors and settings give the same tree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievers.params import is_int
+from retrievers.store.tree import ContextTree, HierarchyConfig, TreeError, uri_segment
+from retrievers.text import LABEL_PATTERN, fit_tfidf
+from retrievers.types import ContextNode, Document, Embedder
+
+__all__ = ["build_tree", "embed_directories", "kmeans_nodes", "metadata_path_nodes", "spherical_kmeans"]
+
+FloatMatrix = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+
+
+# --------------------------------------------------------------------------------------------
+# Extractive abstracts
+# --------------------------------------------------------------------------------------------
+
+
+def _snippet(doc: Document, chars: int) -> str:
+    """A document's title, else its opening ``chars`` characters (cut at a word boundary)."""
+    if doc.title.strip():
+        return " ".join(doc.title.split())
+    text = " ".join(doc.text.split())
+    if len(text) <= chars:
+        return text
+    cut = text[:chars]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > chars // 2 else cut) + "..."
+
+
+class _Extractor:
+    """Extractive directory texts: central documents' snippets and top TF-IDF terms."""
+
+    def __init__(self, documents: Sequence[Document], vectors: FloatMatrix, config: HierarchyConfig) -> None:
+        self.documents = documents
+        self.vectors = vectors
+        self.config = config
+        self.terms: list[str] = []
+        self.matrix: Any = None
+        texts = [doc.full_text for doc in documents]
+        if max(config.abstract_terms, config.overview_terms if config.overview else 0) > 0:
+            try:
+                vectorizer, self.matrix = fit_tfidf(texts, token_pattern=LABEL_PATTERN, dtype=np.float64)
+                self.terms = [str(term) for term in vectorizer.get_feature_names_out()]
+            except ValueError:  # no usable term anywhere: abstracts fall back to snippets only
+                self.matrix = None
+
+    def central(self, members: Sequence[int], count: int) -> list[int]:
+        """Up to ``count`` members closest to their normalised mean vector (ties: lower position)."""
+        if count <= 0 or not members:
+            return []
+        rows = np.asarray(members, dtype=np.int64)
+        block = self.vectors[rows].astype(np.float64)
+        centre = block.mean(axis=0)
+        norm = float(np.linalg.norm(centre))
+        if norm > 0:
+            centre /= norm
+        # Vectors are float32: documents equally close to the centre differ only by rounding noise,
+        # so similarities are compared at 1e-6 and such ties go to the lower position, as documented.
+        similarity = np.round(block @ centre, 6)
+        order = np.lexsort((rows, -similarity))[:count]
+        return [int(rows[i]) for i in order]
+
+    def top_terms(self, members: Sequence[int], count: int) -> list[str]:
+        if count <= 0 or self.matrix is None or not members:
+            return []
+        weights = np.asarray(self.matrix[np.asarray(members, dtype=np.int64)].sum(axis=0)).ravel()
+        positive = np.flatnonzero(weights > 0)
+        if positive.size == 0:
+            return []
+        order = positive[np.lexsort((positive, -weights[positive]))][:count]
+        return [self.terms[int(i)] for i in order]
+
+    def text(self, members: Sequence[int], snippets: int, terms: int) -> str:
+        parts: list[str] = []
+        chosen = [
+            _snippet(self.documents[i], self.config.snippet_chars) for i in self.central(members, snippets)
+        ]
+        chosen = [text for text in chosen if text]
+        if chosen:
+            parts.append("; ".join(chosen) + ".")
+        words = self.top_terms(members, terms)
+        if words:
+            parts.append("Key terms: " + ", ".join(words) + ".")
+        return " ".join(parts)
+
+    def abstract(self, members: Sequence[int]) -> str:
+        return self.text(members, self.config.abstract_snippets, self.config.abstract_terms)
+
+    def overview(self, members: Sequence[int]) -> str:
+        if not self.config.overview:
+            return ""
+        return self.text(members, self.config.overview_snippets, self.config.overview_terms)
+
+
+# --------------------------------------------------------------------------------------------
+# Builders
+# --------------------------------------------------------------------------------------------
+
+
+def spherical_kmeans(vectors: npt.ArrayLike, k: int, *, seed: int, iterations: int = 25) -> IntArray:
+    """Cluster unit vectors by cosine similarity; returns a label in ``[0, k)`` per row.
+
+    k-means++ seeding (Arthur & Vassilvitskii, 2007) with distance ``1 - cos``, then Lloyd
+    iterations on the sphere (Dhillon & Modha, 2001: centres are normalised member means) until
+    no assignment changes or ``iterations`` rounds. Computed in float64 with a seeded
+    ``numpy.random.Generator``: the same input and seed give the same labels. Ties in
+    assignment go to the lower centre index; an empty cluster keeps its previous centre.
+    """
+    data = np.asarray(vectors, dtype=np.float64)
+    m = data.shape[0]
+    if not is_int(k) or not 1 <= k <= m:
+        raise ValueError(f"k must be an integer in [1, {m}], got {k!r}")
+    rng = np.random.default_rng(seed)
+    chosen = [int(rng.integers(m))]
+    distance = np.clip(1.0 - data @ data[chosen[0]], 0.0, None)
+    for _ in range(1, k):
+        total = float(distance.sum())
+        if total <= 0.0:  # every point coincides with a centre: take unused points in order
+            unused = np.setdiff1d(np.arange(m), np.asarray(chosen))
+            chosen.append(int(unused[0]))
+        else:
+            chosen.append(int(rng.choice(m, p=distance / total)))
+        distance = np.minimum(distance, np.clip(1.0 - data @ data[chosen[-1]], 0.0, None))
+    centres = data[np.asarray(chosen)].copy()
+    labels = np.full(m, -1, dtype=np.int64)
+    for _ in range(iterations):
+        new_labels = np.argmax(data @ centres.T, axis=1).astype(np.int64)
+        if np.array_equal(new_labels, labels):
+            break
+        labels = new_labels
+        for j in range(k):
+            members = data[labels == j]
+            if members.shape[0] == 0:
+                continue
+            centre = members.sum(axis=0)
+            norm = float(np.linalg.norm(centre))
+            centres[j] = centre / norm if norm > 0 else centre
+    return labels
+
+
+def kmeans_nodes(
+    documents: Sequence[Document], vectors: npt.ArrayLike, config: HierarchyConfig
+) -> list[ContextNode]:
+    """Recursive spherical k-means tree over ``documents`` (row i of ``vectors`` is document i).
+
+    A set of at most ``max_leaf_size`` documents becomes one directory holding them as leaves;
+    a larger set is split into ``min(branching_factor, ceil(size / max_leaf_size))`` clusters,
+    each a subdirectory, recursively (clusters ordered by their smallest document id, named
+    ``c0, c1, ...``). When k-means cannot split a set (identical vectors), it is cut into equal
+    runs in document order instead, so the recursion always ends.
+    """
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != len(documents):
+        raise TreeError(f"vectors shape {matrix.shape} does not match {len(documents)} documents")
+    if not documents:
+        raise TreeError("cannot build a tree from an empty corpus")
+    order = sorted(range(len(documents)), key=lambda i: documents[i].id)
+    extractor = _Extractor(documents, matrix, config)
+    nodes: list[ContextNode] = []
+
+    def directory(uri: str, parent: str | None, members: list[int], path: tuple[int, ...]) -> None:
+        nodes.append(
+            ContextNode(
+                uri=uri,
+                level=0,
+                parent_uri=parent,
+                abstract=extractor.abstract(members),
+                content=extractor.overview(members),
+                metadata={"n_documents": len(members), "depth": len(path)},
+            )
+        )
+        if len(members) <= config.max_leaf_size:
+            for i in members:
+                doc = documents[i]
+                nodes.append(
+                    ContextNode(
+                        uri=f"{uri}/{uri_segment(doc.id)}",
+                        level=2,
+                        parent_uri=uri,
+                        abstract=_snippet(doc, config.snippet_chars),
+                        doc_id=doc.id,
+                    )
+                )
+            return
+        k = min(config.branching_factor, math.ceil(len(members) / config.max_leaf_size))
+        sequence = np.random.SeedSequence(entropy=config.seed, spawn_key=path)
+        labels = spherical_kmeans(
+            matrix[np.asarray(members)],
+            k,
+            seed=int(sequence.generate_state(1)[0]),
+            iterations=config.kmeans_iterations,
+        )
+        groups: dict[int, list[int]] = {}
+        for member, label in zip(members, labels.tolist(), strict=True):
+            groups.setdefault(label, []).append(member)
+        clusters = list(groups.values())
+        if len(clusters) < 2:
+            size = math.ceil(len(members) / k)
+            clusters = [members[start : start + size] for start in range(0, len(members), size)]
+        clusters.sort(key=lambda cluster: documents[cluster[0]].id)  # members are in id order
+        for index, cluster in enumerate(clusters):
+            directory(f"{uri}/c{index}", uri, cluster, (*path, index))
+
+    directory(config.root_uri, None, order, ())
+    return nodes
+
+
+def _read_summaries(path: Path, keys: tuple[str, ...]) -> dict[tuple[str, ...], tuple[int, dict[str, Any]]]:
+    """Summary records by the path they describe: the values of the longest prefix of ``keys``
+    that the record holds (as strings). Returns ``{path: (line number, record)}``."""
+    if not path.is_file():
+        raise TreeError(f"hierarchy.summaries_file {path} does not exist")
+    found: dict[tuple[str, ...], tuple[int, dict[str, Any]]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as error:
+                raise TreeError(f"{path}:{number}: not valid JSON: {error}") from None
+            if not isinstance(record, dict):
+                raise TreeError(f"{path}:{number}: a summary record must be a JSON object")
+            prefix: list[str] = []
+            for key in keys:
+                if key not in record:
+                    break
+                prefix.append(str(record[key]))
+            if not prefix:
+                raise TreeError(f"{path}:{number}: the record holds none of the path keys {list(keys)}")
+            described = tuple(prefix)
+            if described in found:
+                raise TreeError(
+                    f"{path}:{number}: describes the same directory {list(described)} as line {found[described][0]}"
+                )
+            found[described] = (number, record)
+    return found
+
+
+def _fill(template: str, record: Mapping[str, Any], where: str) -> str:
+    try:
+        return " ".join(template.format_map(dict(record)).split())
+    except (KeyError, IndexError, ValueError) as error:
+        raise TreeError(
+            f"{where}: template {template!r} cannot be filled from the record: {error!r}"
+        ) from None
+
+
+def metadata_path_nodes(
+    documents: Sequence[Document],
+    vectors: npt.ArrayLike,
+    config: HierarchyConfig,
+    *,
+    source_folder: Path | None = None,
+) -> list[ContextNode]:
+    """Directories from the values of ``config.path_keys`` in each document's metadata.
+
+    ``root_uri/<v1>/<v2>/.../<doc id>`` (values percent-escaped as URI segments). A document
+    missing a path key is an error. With ``summaries_file``, a directory described by a record
+    gets ``abstract_template`` (and ``overview_template``) filled from it; every other abstract
+    and overview is extractive.
+    """
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != len(documents):
+        raise TreeError(f"vectors shape {matrix.shape} does not match {len(documents)} documents")
+    if not documents:
+        raise TreeError("cannot build a tree from an empty corpus")
+    keys = config.path_keys
+    members: dict[tuple[str, ...], list[int]] = {(): []}
+    for i in sorted(range(len(documents)), key=lambda i: documents[i].id):
+        doc = documents[i]
+        values: list[str] = []
+        for key in keys:
+            if key not in doc.metadata:
+                raise TreeError(
+                    f"document {doc.id!r} has no metadata key {key!r} (hierarchy.path_keys={list(keys)}); "
+                    f"it has {sorted(doc.metadata)}"
+                )
+            values.append(str(doc.metadata[key]))
+        for depth in range(len(values) + 1):
+            members.setdefault(tuple(values[:depth]), []).append(i)
+    summaries: dict[tuple[str, ...], tuple[int, dict[str, Any]]] = {}
+    summary_path: Path | None = None
+    if config.summaries_file is not None:
+        summary_path = config.input_files(source_folder)[0]
+        summaries = _read_summaries(summary_path, keys)
+    extractor = _Extractor(documents, matrix, config)
+    nodes: list[ContextNode] = []
+    used = 0
+    for path in sorted(members):
+        uri = "/".join([config.root_uri, *(uri_segment(value) for value in path)])
+        parent = None if not path else "/".join([config.root_uri, *(uri_segment(v) for v in path[:-1])])
+        abstract = extractor.abstract(members[path])
+        overview = extractor.overview(members[path])
+        metadata: dict[str, Any] = {"n_documents": len(members[path]), "depth": len(path)}
+        if path:
+            metadata[keys[len(path) - 1]] = path[-1]
+        if path in summaries and summary_path is not None:
+            number, record = summaries[path]
+            where = f"{summary_path}:{number}"
+            used += 1
+            if config.abstract_template is not None:
+                abstract = _fill(config.abstract_template, record, where)
+            if config.overview_template is not None:
+                overview = _fill(config.overview_template, record, where) if config.overview else ""
+            metadata["summary_line"] = number
+        nodes.append(
+            ContextNode(
+                uri=uri, level=0, parent_uri=parent, abstract=abstract, content=overview, metadata=metadata
+            )
+        )
+        if len(path) == len(keys):
+            for i in members[path]:
+                doc = documents[i]
+                nodes.append(
+                    ContextNode(
+                        uri=f"{uri}/{uri_segment(doc.id)}",
+                        level=2,
+                        parent_uri=uri,
+                        abstract=_snippet(doc, config.snippet_chars),
+                        doc_id=doc.id,
+                    )
+                )
+    if summary_path is not None and used == 0:
+        raise TreeError(
+            f"no record of {summary_path} matches a directory (path keys {list(keys)}); check the file and keys"
+        )
+    return nodes
+
+
+def embed_directories(
+    nodes: Sequence[ContextNode],
+    embedder: Embedder,
+    doc_vectors: npt.ArrayLike,
+    row_of: Mapping[str, int],
+    *,
+    directory_vector: str = "abstract",
+    info: Mapping[str, Any] | None = None,
+) -> ContextTree:
+    """A :class:`ContextTree` of ``nodes`` with directory records.
+
+    Level 0: the abstract embedded (``directory_vector="abstract"``; an empty abstract is an
+    error) or the normalised mean of the directory's leaf vectors (``"centroid"``; a directory
+    without leaves below it, or whose mean is zero, gets its abstract embedded instead). Level 1:
+    the overview (``content``) embedded, for directories that have one. All texts go to the
+    embedder in one call, as documents.
+    """
+    if directory_vector not in ("abstract", "centroid"):
+        raise TreeError(
+            f"directory_vector must be one of ['abstract', 'centroid'], got {directory_vector!r}"
+        )
+    tree = ContextTree(nodes, info=info)
+    matrix = np.asarray(doc_vectors)
+    rows = tree.leaf_rows(row_of)
+    below = tree.subtree_leaves() if directory_vector == "centroid" else []
+    record_nodes: list[int] = []
+    record_levels: list[int] = []
+    texts: list[str] = []
+    centroids: dict[int, FloatMatrix] = {}
+    for i, node in enumerate(tree.nodes):
+        if tree.is_leaf[i]:
+            continue
+        if directory_vector == "centroid" and below[i]:
+            centre = matrix[rows[np.asarray(below[i])]].astype(np.float64).sum(axis=0)
+            norm = float(np.linalg.norm(centre))
+            if norm > 0:
+                centroids[len(record_nodes)] = (centre / norm).astype(np.float32)
+                record_nodes.append(i)
+                record_levels.append(0)
+                continue
+        if not node.abstract.strip():
+            raise TreeError(f"directory {node.uri!r} has an empty abstract; it cannot be embedded")
+        record_nodes.append(i)
+        record_levels.append(0)
+        texts.append(node.abstract)
+    for i, node in enumerate(tree.nodes):
+        if not tree.is_leaf[i] and node.content.strip():
+            record_nodes.append(i)
+            record_levels.append(1)
+            texts.append(node.content)
+    dim = matrix.shape[1]
+    encoded = (
+        np.asarray(embedder.encode(texts, kind="document"), dtype=np.float32)
+        if texts
+        else np.zeros((0, dim), dtype=np.float32)
+    )
+    if encoded.shape != (len(texts), dim):
+        raise TreeError(f"embedder returned shape {encoded.shape} for {len(texts)} texts; expected dim {dim}")
+    vectors = np.empty((len(record_nodes), dim), dtype=np.float32)
+    next_text = 0
+    for position in range(len(record_nodes)):
+        if position in centroids:
+            vectors[position] = centroids[position]
+        else:
+            vectors[position] = encoded[next_text]
+            next_text += 1
+    if not np.isfinite(vectors).all():
+        raise TreeError("directory vectors contain NaN or infinite values")
+    return ContextTree(
+        tree.nodes,
+        record_nodes=np.asarray(record_nodes, dtype=np.int64),
+        record_levels=np.asarray(record_levels, dtype=np.int64),
+        record_vectors=vectors,
+        info=info,
+    )
+
+
+def build_tree(
+    documents: Sequence[Document],
+    doc_vectors: npt.ArrayLike,
+    embedder: Embedder,
+    config: HierarchyConfig,
+    *,
+    source_folder: Path | None = None,
+) -> ContextTree:
+    """Build the tree ``config`` asks for over ``documents`` (row i of ``doc_vectors`` is
+    document i, as in the store) and embed its directories."""
+    if config.builder == "kmeans":
+        nodes = kmeans_nodes(documents, doc_vectors, config)
+    else:
+        nodes = metadata_path_nodes(documents, doc_vectors, config, source_folder=source_folder)
+    row_of = {doc.id: row for row, doc in enumerate(documents)}
+    info = {
+        "builder": config.builder,
+        "n_nodes": len(nodes),
+        "n_directories": sum(1 for node in nodes if node.level != 2),
+        "max_depth": max(int(node.metadata.get("depth", 0)) for node in nodes if node.level != 2),
+    }
+    return embed_directories(
+        nodes, embedder, doc_vectors, row_of, directory_vector=config.directory_vector, info=info
+    )

@@ -1,0 +1,318 @@
+"""The retrieval kernel: what every retriever family shares, written once.
+
+A family (BM25, dense, hybrid, graph, hierarchical, multi-strategy) only says how it finds and
+scores candidates for a block of queries (:meth:`Retriever.search`); the kernel does the rest,
+the same way for all of them::
+
+    retrieve_batch(queries, top_k)
+      -> check top_k and queries                              (one message for each mistake)
+      -> blocks of params.query_batch_size queries
+         -> encode the block once (when the family uses vectors; embedder checked at construction)
+         -> family.search(queries, vectors, depth)        -> Candidates: store rows + scores
+         -> parent resolution (chunked stores: a document scores its best chunk; families whose
+            search is an exact top-k list are searched deeper until the top-k documents are settled)
+         -> ranking order (score desc, doc id asc), cut to the rerank pool
+         -> rerank hook: one reranker, one fallback policy (retrievers.rerank.rerank_with_fallback)
+         -> ranking order, cut to top_k, the family's final filter (e.g. a minimum score)
+         -> RetrievalResult with provenance (family keys, "stats", "chunk_id", rerank keys)
+    retrieve(query, top_k) = retrieve_batch([query], top_k)[0]
+
+Scope and filters: a store view (``store.allowed``, e.g. one LoCoMo conversation) and the
+``filters`` parameter (:class:`retrievers.filters.MetadataFilter`) give one boolean mask,
+:attr:`Retriever.mask`, computed at construction; every search of every family is restricted by
+it before any top-k is taken.
+
+Every family's parameters are a :class:`RetrieverParams` subclass (:mod:`retrievers.params`):
+the kernel's own (``filters``, ``reranker``, ``rerank_depth``, ``rerank_timeout``,
+``query_batch_size``) plus the family's. A retriever is built as
+``Family(store, embedder, **params)`` or ``Family(store, embedder, params=Family.Params(...))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievers.filters import MetadataFilter, filter_mask
+from retrievers.params import ParamError, Params, param
+from retrievers.parents import resolve_parents, search_documents
+from retrievers.ranking import check_top_k, order_rows
+from retrievers.rerank import rerank_with_fallback
+from retrievers.types import Embedder, Reranker, RetrievalResult
+
+if TYPE_CHECKING:
+    from retrievers.store import ContextStore
+
+__all__ = ["Candidates", "Retriever", "RetrieverParams", "check_query", "check_embedder"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: upper bound of count-like parameters
+BIG = 10_000_000
+
+
+def check_query(query: object) -> str:
+    """``query`` if it is a string with some non-space character, else ValueError."""
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"query must be a non-empty string, got {query!r}")
+    return query
+
+
+def check_embedder(embedder: Embedder | None, store: ContextStore, who: str) -> Embedder:
+    """``embedder`` if it is the one the store was built with (same ``name``: model and weights
+    fingerprint), else ValueError saying why; ``who`` names what needs it."""
+    if embedder is None:
+        raise ValueError(f"{who} needs an embedder (the one the store was built with); pass embedder=")
+    name = getattr(embedder, "name", None)
+    if name != store.embedder_name:
+        raise ValueError(
+            f"embedder {name!r} is not the one the store was built with ({store.embedder_name!r})"
+        )
+    return embedder
+
+
+@dataclass(frozen=True)
+class RetrieverParams(Params):
+    """The kernel's parameters, shared by every family."""
+
+    filters: MetadataFilter | None = param(
+        None, doc="restrict every search before top-k: {doc_ids, metadata, time_range} (retrievers/filters.py)"
+    )
+    reranker: Any = param(None, doc="an object with rerank(query, candidates, texts) (retrievers/rerank/)")
+    rerank_depth: int | None = param(
+        None, low=1, high=BIG, doc="candidates the reranker sees (then cut to top_k); null = top_k"
+    )
+    rerank_timeout: float | None = param(
+        None, low=0.0, high=3600.0, low_open=True, doc="seconds a rerank call may take; null = no limit"
+    )
+    query_batch_size: int = param(256, low=1, high=65536, doc="queries encoded and searched together")
+
+    def check(self) -> None:
+        if self.reranker is not None and not callable(getattr(self.reranker, "rerank", None)):
+            raise self.fail("reranker", f"must be null or an object with a rerank() method, got {self.reranker!r}")
+
+
+@dataclass
+class Candidates:
+    """One query's candidates from a family: store ``rows`` (chunks in a chunked store) with
+    their ``scores``, in any order. ``provenance(i)`` gives candidate ``i``'s provenance; it is
+    asked only for candidates that become results. ``stats`` describe the query's work and go
+    into every result's ``provenance["stats"]``."""
+
+    rows: IntArray
+    scores: FloatArray
+    provenance: Callable[[int], Mapping[str, Any]] | None = None
+    stats: Mapping[str, Any] | None = None
+
+    @classmethod
+    def empty(cls, stats: Mapping[str, Any] | None = None) -> Candidates:
+        return cls(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), None, stats)
+
+    @classmethod
+    def of(cls, scores: npt.ArrayLike, rows: npt.ArrayLike, **extra: Any) -> Candidates:
+        return cls(np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float64), **extra)
+
+
+class Retriever:
+    """Base of the retriever families: the kernel (see the module docstring).
+
+    Subclasses set ``Params`` (a :class:`RetrieverParams` subclass), implement :meth:`search`,
+    and may override :meth:`setup` (checks and structures built at construction),
+    :meth:`uses_embedder`, :meth:`final_filter`. Class flags: ``exact_depth`` (the family's
+    search returns an exact top-``depth`` list, so a chunked store is searched deeper until the
+    top-k documents are settled), ``reranks_itself`` (the family consumes ``reranker`` inside
+    its own algorithm, so the kernel's rerank hook is off). ``ALGORITHM_VERSION`` changes
+    whenever the same parameters would rank differently; results are reused only when it matches.
+    """
+
+    Params: ClassVar[type[RetrieverParams]] = RetrieverParams
+    ALGORITHM_VERSION: ClassVar[int] = 1
+    exact_depth: ClassVar[bool] = False
+    reranks_itself: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        store: ContextStore,
+        embedder: Embedder | None = None,
+        *,
+        params: RetrieverParams | None = None,
+        **values: Any,
+    ) -> None:
+        if params is not None and values:
+            raise ParamError(sorted(values)[0], "give parameters as params= or as keywords, not both")
+        if params is None:
+            params = self.Params.from_dict(values)
+        elif not isinstance(params, self.Params):
+            raise ParamError("params", f"params must be a {self.Params.__name__}, got {type(params).__name__}")
+        self.params = params
+        self.store = store
+        self.embedder: Embedder | None = (
+            check_embedder(embedder, store, type(self).__name__) if self.uses_embedder() else embedder
+        )
+        self.reranker: Reranker | None = params.reranker
+        chosen = params.filters
+        # the rows any search may return: the store's own scope, narrowed by the filters
+        # (computed once; a filter that cannot match warns here, at construction)
+        self.mask: BoolArray | None = (
+            store.allowed if chosen is None or chosen.is_empty else filter_mask(store, chosen)
+        )
+        self.setup()
+
+    # -- what a family provides -------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Family checks and structures built once per retriever (default: none)."""
+
+    def uses_embedder(self) -> bool:
+        """Whether queries are encoded (then the embedder must be the store's)."""
+        return True
+
+    def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
+        """Candidates for each query of a block; ``depth`` is how many the kernel will use."""
+        raise NotImplementedError
+
+    def final_filter(self, scores: FloatArray) -> BoolArray | None:
+        """Which final results to keep (after rerank and the top_k cut); None = all."""
+        return None
+
+    # -- helpers for families --------------------------------------------------------------------
+
+    @property
+    def scope(self) -> BoolArray:
+        """:attr:`mask` as an array (all True when nothing is restricted)."""
+        if self.mask is None:
+            return np.ones(len(self.store), dtype=np.bool_)
+        return np.asarray(self.mask, dtype=np.bool_)
+
+    def encode(self, queries: Sequence[str]) -> np.ndarray:
+        """Query vectors, float32 ``(len(queries), dim)``; the shape and finiteness are checked."""
+        assert self.embedder is not None
+        vectors = np.ascontiguousarray(self.embedder.encode(list(queries), kind="query"), dtype=np.float32)
+        if vectors.shape != (len(queries), self.store.dim):
+            raise ValueError(
+                f"embedder returned shape {vectors.shape}, expected ({len(queries)}, {self.store.dim})"
+            )
+        return vectors
+
+    def encode_block(self, queries: Sequence[str]) -> np.ndarray | None:
+        """The block's query vectors, or None when this retriever does not use them."""
+        return self.encode(queries) if self.uses_embedder() else None
+
+    # -- the public API ---------------------------------------------------------------------------
+
+    def retrieve(self, query: str, top_k: int = 10) -> list[RetrievalResult]:
+        return self.retrieve_batch([query], top_k)[0]
+
+    def retrieve_batch(self, queries: Sequence[str], top_k: int = 10) -> list[list[RetrievalResult]]:
+        """``[retrieve(q, top_k) for q in queries]``, computed a block of ``query_batch_size``
+        queries at a time."""
+        top_k = check_top_k(top_k)
+        if isinstance(queries, str) or not isinstance(queries, Sequence):
+            raise ValueError(f"queries must be a list of strings, got {type(queries).__name__}")
+        texts = [check_query(query) for query in queries]
+        results: list[list[RetrievalResult]] = []
+        size = self.params.query_batch_size
+        for start in range(0, len(texts), size):
+            results += self._block(texts[start : start + size], top_k)
+        return results
+
+    # -- the pipeline -----------------------------------------------------------------------------
+
+    def _pool_size(self, top_k: int) -> int:
+        """How many documents reach the rerank hook (and so how deep a family is asked)."""
+        if self.reranker is None or self.reranks_itself:
+            return top_k
+        return max(top_k, self.params.rerank_depth or top_k)
+
+    def _block(self, queries: list[str], top_k: int) -> list[list[RetrievalResult]]:
+        vectors = self.encode_block(queries)
+        pool = self._pool_size(top_k)
+        store = self.store
+        if store.chunked and self.exact_depth:
+            found: list[Candidates | None] = [None] * len(queries)
+
+            def deeper(picked: Sequence[int], k: int) -> list[tuple[FloatArray, IntArray]]:
+                subset = None if vectors is None else vectors[list(picked)]
+                hits = self.search([queries[i] for i in picked], subset, k)
+                for i, candidates in zip(picked, hits, strict=True):
+                    found[i] = candidates
+                return [(candidates.scores, candidates.rows) for candidates in hits]
+
+            settled = search_documents(deeper, len(queries), pool, store.parent_of)
+            return [
+                self._finish(query, found[i] or Candidates.empty(), top_k, settled=parents)
+                for i, (query, parents) in enumerate(zip(queries, settled, strict=True))
+            ]
+        return [
+            self._finish(query, candidates, top_k)
+            for query, candidates in zip(queries, self.search(queries, vectors, pool), strict=True)
+        ]
+
+    def _finish(
+        self, query: str, candidates: Candidates, top_k: int, settled: Any = None
+    ) -> list[RetrievalResult]:
+        store = self.store
+        pool = self._pool_size(top_k)
+        if store.chunked:
+            hits = settled if settled is not None else resolve_parents(
+                store.parent_of, candidates.rows, candidates.scores
+            )
+            hits = hits.head(pool)
+            doc_rows = hits.parents
+            scores = np.asarray(hits.scores, dtype=np.float64)
+            source = hits.rows  # the chunk each document scored with
+            ids = store.parent_ids
+        else:
+            order = order_rows(candidates.rows, candidates.scores)[:pool]
+            doc_rows = candidates.rows[order]
+            scores = np.asarray(candidates.scores[order], dtype=np.float64)
+            source = doc_rows
+            ids = store.doc_ids
+        if not len(doc_rows):
+            return []
+        # where each kept document came from among the candidates (for its provenance)
+        position = {int(row): i for i, row in enumerate(candidates.rows.tolist())}
+        doc_ids = [ids[int(row)] for row in doc_rows.tolist()]
+        final = scores.tolist()
+        fallback: str | None = None
+        reranked = self.reranker is not None and not self.reranks_itself
+        if reranked:
+            assert self.reranker is not None
+            texts = [
+                (store.parent_documents if store.chunked else store.documents)[int(row)].full_text
+                for row in doc_rows.tolist()
+            ]
+            incoming = [RetrievalResult(doc_id=d, score=s) for d, s in zip(doc_ids, final, strict=True)]
+            final, fallback = rerank_with_fallback(
+                self.reranker, query, incoming, texts, timeout_s=self.params.rerank_timeout
+            )
+        entries = sorted(range(len(doc_ids)), key=lambda i: (-final[i], doc_ids[i]))[:top_k]
+        kept_scores = np.asarray([final[i] for i in entries], dtype=np.float64)
+        keep = self.final_filter(kept_scores)
+        stats = dict(candidates.stats) if candidates.stats is not None else None
+        if reranked:
+            stats = {**(stats or {}), "rerank_fallback": int(fallback is not None)}
+        results = []
+        for rank, i in enumerate(entries):
+            if keep is not None and not keep[rank]:
+                continue
+            provenance: dict[str, Any] = {}
+            at = position.get(int(source[i]))
+            if candidates.provenance is not None and at is not None:
+                provenance.update(candidates.provenance(at))
+            if store.chunked:
+                provenance["chunk_id"] = store.doc_ids[int(source[i])]
+            if reranked:
+                provenance["pre_rerank_score"] = float(scores[i])
+                provenance["rerank_fallback"] = fallback
+            if stats is not None:
+                provenance["stats"] = stats
+            results.append(RetrievalResult(doc_id=doc_ids[i], score=float(final[i]), provenance=provenance))
+        return results
+

@@ -1,0 +1,14 @@
+"""Rerankers and the one policy every retriever calls them with.
+
+* :func:`rerank_with_fallback` (``policy.py``): the fallback policy.
+* :class:`EmbeddingReranker` (``embedding.py``): a bi-encoder reranker over full texts.
+* :class:`CrossEncoderReranker` (``cross_encoder.py``): a sentence-transformers cross-encoder.
+* :class:`LLMReranker` (``llm.py``): grades from an OpenAI-compatible chat endpoint.
+"""
+
+from retrievers.rerank.cross_encoder import CrossEncoderReranker
+from retrievers.rerank.embedding import EmbeddingReranker
+from retrievers.rerank.llm import LLMReranker
+from retrievers.rerank.policy import RerankError, rerank_with_fallback
+
+__all__ = ["CrossEncoderReranker", "EmbeddingReranker", "LLMReranker", "RerankError", "rerank_with_fallback"]

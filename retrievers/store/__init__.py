@@ -1,0 +1,26 @@
+"""The store: the built, immutable artifact every retriever reads, and its settings.
+
+* ``context_store.py`` — :class:`ContextStore`: documents, embeddings, BM25, views (scopes).
+* ``config.py`` — :class:`StoreConfig`, :class:`BM25Config`, :class:`ChunkingConfig`.
+* ``tree.py`` — :class:`~retrievers.store.tree.ContextTree` and its :class:`HierarchyConfig`.
+* ``edges.py`` — :class:`~retrievers.store.edges.EdgeSet` and its :class:`EdgeConfig`.
+
+Building lives in :mod:`retrievers.build`; loading a store imports none of it.
+"""
+
+from retrievers.store.config import BM25Config, ChunkingConfig, StoreConfig
+from retrievers.store.context_store import STORE_FORMAT, ContextStore
+from retrievers.store.edges import EdgeConfig, EdgeSet
+from retrievers.store.tree import ContextTree, HierarchyConfig
+
+__all__ = [
+    "STORE_FORMAT",
+    "BM25Config",
+    "ChunkingConfig",
+    "ContextStore",
+    "ContextTree",
+    "EdgeConfig",
+    "EdgeSet",
+    "HierarchyConfig",
+    "StoreConfig",
+]

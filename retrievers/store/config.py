@@ -1,0 +1,88 @@
+"""How a corpus is indexed: the settings of a store, validated (:mod:`retrievers.params`).
+
+``StoreConfig`` groups the BM25 settings, optional chunking, the context tree, document times
+and edges. Changing any of it makes a different store (a different cache key); retrievers read a
+built store and never change it. The components' own settings live with their artifacts
+(:mod:`retrievers.store.tree`, :mod:`retrievers.store.edges`, :mod:`retrievers.timeparse`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from retrievers.params import Params, param
+from retrievers.store.edges import EdgeConfig
+from retrievers.store.tree import HierarchyConfig
+from retrievers.timeparse import TimestampConfig
+
+__all__ = ["BM25_METHODS", "CHUNK_ID_SEPARATOR", "BM25Config", "ChunkingConfig", "StoreConfig"]
+
+#: bm25s scoring variants (see retrievers/index/bm25.py for the formulas)
+BM25_METHODS = ("robertson", "atire", "lucene", "bm25l", "bm25+")
+#: chunk ids are ``<doc_id>#<n>``
+CHUNK_ID_SEPARATOR = "#"
+
+
+@dataclass(frozen=True)
+class BM25Config(Params):
+    """BM25 index settings. Defaults are Pyserini's BEIR "flat" settings (k1=0.9, b=0.4, Lucene
+    idf) with bm25s's English stopword list and Snowball English stemming."""
+
+    SECTION = "store.bm25"
+
+    k1: float = param(0.9, low=0.0, low_open=True, high=100.0, doc="term frequency saturation")
+    b: float = param(0.4, low=0.0, high=1.0, doc="document length normalisation")
+    method: Literal["robertson", "atire", "lucene", "bm25l", "bm25+"] = param("lucene")
+    stopwords: Literal["en"] | None = param("en", doc="stopword list; null keeps every word")
+    stemmer: str | None = param("english", doc="a Snowball algorithm (PyStemmer); null = no stemming")
+
+    def check(self) -> None:
+        from retrievers.text import check_stemmer
+
+        try:
+            check_stemmer(self.stemmer)
+        except ValueError as error:
+            raise self.fail("stemmer", str(error).removeprefix("stemmer ")) from None
+
+
+@dataclass(frozen=True)
+class ChunkingConfig(Params):
+    """Parent-child chunks (:mod:`retrievers.build.chunking`): ``size`` whitespace tokens per
+    chunk; ``overlap`` tokens shared by consecutive chunks, at most ``size - 1``."""
+
+    SECTION = "store.chunking"
+
+    size: int = param(128, low=1, high=100_000)
+    overlap: int = param(0, low=0, high=99_999)
+
+    def check(self) -> None:
+        if self.overlap >= self.size:
+            raise self.fail(
+                "overlap",
+                f"must be an integer in [0, size - 1] = [0, {self.size - 1}] tokens, got {self.overlap!r}",
+            )
+
+
+@dataclass(frozen=True)
+class StoreConfig(Params):
+    """How a corpus is indexed. Changing any of it rebuilds the store (once)."""
+
+    SECTION = "store"
+
+    bm25: BM25Config = param(factory=BM25Config)
+    #: context tree (retrievers/store/tree.py); None = no tree
+    hierarchy: HierarchyConfig | None = param(None)
+    #: document times parsed at build (retrievers/timeparse.py); None = none parsed
+    timestamps: TimestampConfig | None = param(factory=TimestampConfig)
+    #: document edges (retrievers/store/edges.py); None = none
+    edges: EdgeConfig | None = param(None)
+    #: parent-child chunks; None = whole documents
+    chunking: ChunkingConfig | None = param(None)
+
+
+    def input_files(self, source_folder: Path | None) -> list[Path]:
+        """Files a build reads besides the corpus (e.g. the tree's summaries file); their content
+        belongs in the store's cache key."""
+        return [] if self.hierarchy is None else self.hierarchy.input_files(source_folder)

@@ -1,0 +1,190 @@
+"""Text to terms: the one tokenizer, stemmer and TF-IDF of the project.
+
+Every component that turns text into words goes through here, so a document and a query are
+always cut the same way:
+
+* :data:`WORD_PATTERN` — runs of 2 or more word characters (scikit-learn's default token
+  pattern). :func:`words` lowercases and applies it; it is what BM25, the TF-IDF embedder, the
+  query analyser's keywords and the keyword strategies see. Punctuation and 1-character tokens
+  are separators, so query syntax means nothing: ``"what's NOT (p53)?"`` is ``what``, ``not``,
+  ``p53``.
+* :func:`tokenize` — BM25 terms: :func:`words`, minus a stopword list, stemmed with a Snowball
+  stemmer (PyStemmer).
+* :data:`LABEL_PATTERN` — words a person can read as a label (3+ letters, no digits or
+  underscores): the key terms of a directory's extractive abstract. It is deliberately not
+  :data:`WORD_PATTERN`: ``p53`` and ``x_1`` are good search terms but poor labels.
+* :func:`fit_tfidf` — scikit-learn's ``TfidfVectorizer`` with sublinear tf (``1 + ln tf``),
+  English stop words and smooth idf (``ln((1 + N) / (1 + df)) + 1``), rows L2-normalised: the
+  TF-IDF of the TF-IDF+SVD embedder, of directory key terms and of shared-term edges.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import bm25s.stopwords
+import numpy as np
+import Stemmer
+
+if TYPE_CHECKING:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+__all__ = [
+    "LABEL_PATTERN",
+    "STOPWORDS_EN",
+    "WORD_PATTERN",
+    "check_stemmer",
+    "check_texts",
+    "fit_tfidf",
+    "stem",
+    "stopword_set",
+    "tokenize",
+    "words",
+]
+
+T = TypeVar("T")
+
+#: runs of 2 or more word characters (scikit-learn's default token pattern)
+WORD_PATTERN = r"(?u)\b\w\w+\b"
+#: words of 3+ letters (no digits, no underscores): readable labels
+LABEL_PATTERN = r"(?u)\b[^\W\d_]{3,}\b"
+_WORD_RE = re.compile(WORD_PATTERN)
+
+#: bm25s's English stopword list (the 33 words of Lucene's / Pyserini's English analyzer)
+STOPWORDS_EN: frozenset[str] = frozenset(bm25s.stopwords.STOPWORDS_EN)
+_STOPWORD_LISTS: dict[str, frozenset[str]] = {"en": STOPWORDS_EN}
+
+
+def words(text: str) -> list[str]:
+    """Lowercase :data:`WORD_PATTERN` tokens of ``text``, in order, repeats kept."""
+    return _WORD_RE.findall(text.lower())
+
+
+def stopword_set(stopwords: str | None) -> frozenset[str]:
+    """The stopword list named ``stopwords`` (``"en"``), or none for None."""
+    if stopwords is None:
+        return frozenset()
+    if not isinstance(stopwords, str) or stopwords not in _STOPWORD_LISTS:
+        raise ValueError(f"stopwords must be one of {sorted(_STOPWORD_LISTS)} or None, got {stopwords!r}")
+    return _STOPWORD_LISTS[stopwords]
+
+
+def check_stemmer(stemmer: str | None) -> str | None:
+    """``stemmer`` if it is None or a Snowball algorithm PyStemmer knows, else ValueError."""
+    if stemmer is None:
+        return None
+    algorithms = sorted(Stemmer.algorithms())
+    if not isinstance(stemmer, str) or stemmer not in algorithms:
+        raise ValueError(
+            f"stemmer must be None or a Snowball algorithm name, one of {algorithms}; got {stemmer!r}"
+        )
+    return stemmer
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str, algorithm: str = "english") -> str:
+    """``word`` stemmed by the Snowball ``algorithm`` (cached per word)."""
+    return str(_stemmer(algorithm).stemWord(word))
+
+
+@lru_cache(maxsize=32)
+def _stemmer(algorithm: str) -> Any:
+    return Stemmer.Stemmer(algorithm)
+
+
+def check_texts(texts: object, name: str) -> list[str]:
+    """``texts`` as a list of strings; a bare string or a non-string item is a ValueError."""
+    if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
+        raise ValueError(
+            f"{name} must be a sequence of strings (not a single string), got {type(texts).__name__}"
+        )
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"{name}[{i}] must be a string, got {type(text).__name__}")
+    return list(texts)
+
+
+def progress(items: Iterable[T], total: int, desc: str, enabled: bool) -> Iterator[T]:
+    """Yield ``items``, writing ``desc: done/total`` to stderr about every 5% when enabled."""
+    if not enabled:
+        yield from items
+        return
+    step = max(1, total // 20)
+    for done, item in enumerate(items, start=1):
+        yield item
+        if done % step == 0 or done == total:
+            sys.stderr.write(f"\r{desc}: {done}/{total}")
+            sys.stderr.flush()
+    sys.stderr.write("\n")
+
+
+def tokenize(
+    texts: Sequence[str],
+    *,
+    stopwords: str | None = "en",
+    stemmer: str | None = "english",
+    show_progress: bool = False,
+) -> list[list[str]]:
+    """Turn each text into BM25 terms; the one tokenizer used for documents and for queries.
+
+    Steps, in order: :func:`words` (lowercase, :data:`WORD_PATTERN`); drop stopwords (``"en"``
+    = bm25s's English list, ``None`` = keep all); stem with the Snowball ``stemmer`` via
+    PyStemmer (``None`` = no stemming). ``"what's NOT (p53)?"`` gives ``["what", "p53"]``
+    ("not" is a stopword, "s" is too short); terms are OR-ed by BM25.
+
+    Stems are computed once per distinct word per call (most words repeat).
+    """
+    items = check_texts(texts, "texts")
+    stop = stopword_set(stopwords)
+    stemmer = check_stemmer(stemmer)
+    stem_word = _stemmer(stemmer).stemWord if stemmer is not None else None
+    # word -> its term, or None for a stopword; filled lazily, one entry per distinct word.
+    cache: dict[str, str | None] = {}
+    out: list[list[str]] = []
+    for text in progress(items, len(items), "tokenize", show_progress):
+        terms: list[str] = []
+        for word in _WORD_RE.findall(text.lower()):
+            if word in cache:
+                term = cache[word]
+            else:
+                if word in stop:
+                    term = None
+                elif stem_word is not None:
+                    term = str(stem_word(word))
+                else:
+                    term = word
+                cache[word] = term
+            if term is not None:
+                terms.append(term)
+        out.append(terms)
+    return out
+
+
+def fit_tfidf(
+    texts: Sequence[str],
+    *,
+    token_pattern: str = WORD_PATTERN,
+    min_df: int = 1,
+    max_features: int | None = None,
+    dtype: type = np.float64,
+) -> tuple[TfidfVectorizer, Any]:
+    """Fit the project's TF-IDF on ``texts``: ``(vectorizer, csr matrix of texts)``.
+
+    Sublinear tf, scikit-learn's English stop words, smooth idf, L2-normalised rows (see the
+    module docstring). Raises ValueError when no term survives (as scikit-learn does)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(
+        sublinear_tf=True,
+        stop_words="english",
+        token_pattern=token_pattern,
+        min_df=min_df,
+        max_features=max_features,
+        dtype=dtype,
+    )
+    matrix = vectorizer.fit_transform(list(texts)).tocsr()
+    return vectorizer, matrix
