@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
+import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -13,18 +16,24 @@ from typing import Any
 import pytest
 
 from viking_eval.data import (
+    CHECKSUMS_FILE,
     DataError,
     DataIssues,
     DataWarning,
+    data_home,
     data_search_path,
+    id_problem,
     load_beir,
     load_corpus,
     load_dataset,
     load_qrels,
     load_queries,
+    read_checksums,
     read_jsonl,
+    record_checksums,
     resolve_dataset,
 )
+from viking_eval.splits import take_half
 
 HEADER = "query-id\tcorpus-id\tscore\n"
 
@@ -306,14 +315,16 @@ def test_unknown_docs_and_queries_warn_and_are_counted(tmp_path: Path) -> None:
 def test_strict_mode_raises_on_unknown_doc_with_line(tmp_path: Path) -> None:
     folder = make_beir(tmp_path / "t", qrels={"test": HEADER + "q1\td1\t1\nq1\tghost\t1\n"})
     with pytest.raises(
-        DataError, match=r"strict mode: 1 judgment\(s\) name doc ids.*test\.tsv:3, doc 'ghost'"
+        DataError, match=r"test\.tsv:3: strict mode: 1 judgment\(s\) name doc ids.*line 3, doc 'ghost'"
     ):
         load_beir(folder, strict=True)
 
 
 def test_strict_mode_raises_on_unknown_query(tmp_path: Path) -> None:
     folder = make_beir(tmp_path / "t", qrels={"test": HEADER + "q1\td1\t1\nq9\td1\t1\n"})
-    with pytest.raises(DataError, match=r"1 judgment\(s\) name query ids.*test\.tsv:3, query 'q9'"):
+    with pytest.raises(
+        DataError, match=r"test\.tsv:3: strict mode: 1 judgment\(s\) name query ids.*line 3, query 'q9'"
+    ):
         load_beir(folder, strict=True)
 
 
@@ -358,16 +369,24 @@ def test_missing_files_and_ambiguous_corpus(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- resolving names
 
 
-def test_search_path_order_env_then_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_path_order_env_then_repo_then_data_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     monkeypatch.setenv("VIKING_EVAL_DATA", f"{tmp_path / 'a'}::~/b:")
     repo = tmp_path / "repo_datasets"
-    assert data_search_path(repo) == [tmp_path / "a", tmp_path / "home" / "b", repo]
+    home_data = tmp_path / "home" / ".local" / "share" / "viking_eval" / "datasets"
+    assert data_search_path(repo) == [tmp_path / "a", tmp_path / "home" / "b", repo, home_data]
 
 
-def test_search_path_default_is_repo_datasets(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_path_default_is_repo_datasets_then_data_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("VIKING_EVAL_DATA", raising=False)
-    assert data_search_path() == [Path(__file__).resolve().parents[1] / "datasets"]
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert data_home() == tmp_path / "xdg" / "viking_eval" / "datasets"
+    assert data_search_path() == [Path(__file__).resolve().parents[1] / "datasets", data_home()]
 
 
 def test_several_env_folders_first_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -407,12 +426,16 @@ def test_unknown_dataset_lists_folders_and_names(tmp_path: Path, monkeypatch: py
     with pytest.raises(DataError) as info:
         resolve_dataset("nosuch", tmp_path / "repo")
     message = str(info.value)
-    assert "'nosuch' not found" in message
+    first_line = message.splitlines()[0]
+    # the first line stands alone: the name, what is wrong, what exists, what to do
+    assert first_line.startswith("nosuch: dataset not found in ")
+    assert "datasets there: alpha, zeta" in first_line
+    assert "VIKING_EVAL_DATA" in first_line and "python -m viking_eval.download nosuch" in first_line
+    assert info.value.path == Path("nosuch") and info.value.line is None
     assert str(tmp_path / "one") in message
     assert f"{tmp_path / 'missing'}  (does not exist)" in message
     assert str(tmp_path / "repo") in message
     assert message.index(str(tmp_path / "one")) < message.index(str(tmp_path / "repo"))
-    assert "datasets found there: alpha, zeta." in message
     assert "not_a_dataset" not in message
 
 
@@ -452,3 +475,390 @@ def test_adi(shared_env: Path) -> None:
     ds = load_dataset("adi")
     assert len(ds.corpus) == 82
     assert len(ds.queries) == 35
+
+
+# --------------------------------------------------------------------------- one clean line per bad input
+#
+# Issue 12: every data error is one line that starts with ``<file>:<line>:`` (``<file>:`` where no
+# line applies) and carries the same location in ``DataError.path`` / ``.line``. One case per
+# class of bad input; the id names the class.
+
+Case = tuple[Path, int | None]  # the file and line the error must name
+
+
+def _corpus_lines(folder: Path, *lines: str) -> Case:
+    """A BEIR folder whose corpus is ``lines`` verbatim after one good document."""
+    make_beir(folder)
+    (folder / "corpus.jsonl").write_text(
+        json.dumps({"_id": "d1", "text": "Cats purr."}) + "\n" + "".join(line + "\n" for line in lines),
+        encoding="utf-8",
+    )
+    return folder / "corpus.jsonl", 2
+
+
+def _malformed_json(folder: Path) -> Case:
+    return _corpus_lines(folder, '{"_id": "d2", "text": ')
+
+
+def _non_object_json(folder: Path) -> Case:
+    return _corpus_lines(folder, '["d2", "text"]')
+
+
+def _missing_id(folder: Path) -> Case:
+    return _corpus_lines(folder, '{"text": "no id"}')
+
+
+def _duplicate_id(folder: Path) -> Case:
+    return _corpus_lines(folder, '{"_id": "d1", "text": "again"}')
+
+
+def _non_string_text(folder: Path) -> Case:
+    return _corpus_lines(folder, '{"_id": "d2", "text": 42}')
+
+
+def _whitespace_doc_id(folder: Path) -> Case:
+    return _corpus_lines(folder, json.dumps({"_id": "doc 2", "text": "x"}))
+
+
+def _control_char_doc_id(folder: Path) -> Case:
+    return _corpus_lines(folder, json.dumps({"_id": "doc\x072", "text": "x"}))
+
+
+def _whitespace_query_id(folder: Path) -> Case:
+    make_beir(folder, queries=[{"_id": "q1", "text": "a"}, {"_id": "q\t2", "text": "b"}])
+    return folder / "queries.jsonl", 2
+
+
+def _whitespace_qrels_doc_id(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": HEADER + "q1\td1\t1\nq2\td 2\t1\n"})
+    return folder / "qrels" / "test.tsv", 3
+
+
+def _control_char_qrels_query_id(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": "q1\td1\t1\nq\x1f2\td2\t1\n"})
+    return folder / "qrels" / "test.tsv", 2
+
+
+def _empty_query_text(folder: Path) -> Case:
+    make_beir(folder, queries=[{"_id": "q1", "text": "a"}, {"_id": "q2", "text": ""}])
+    return folder / "queries.jsonl", 2
+
+
+def _blank_query_text(folder: Path) -> Case:
+    make_beir(folder, queries=[{"_id": "q1", "text": " \t\u00a0"}])
+    return folder / "queries.jsonl", 1
+
+
+def _invalid_utf8(folder: Path) -> Case:
+    make_beir(folder)
+    (folder / "queries.jsonl").write_bytes(b'{"_id": "q1", "text": "a"}\n{"_id": "q2", "text": "caf\xe9"}\n')
+    return folder / "queries.jsonl", 2
+
+
+def _qrels_field_count(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": HEADER + "q1\td1\t1\nq2\td2\n"})
+    return folder / "qrels" / "test.tsv", 3
+
+
+def _qrels_space_separated(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": "q1 0 d1 1\n"})
+    return folder / "qrels" / "test.tsv", 1
+
+
+def _qrels_non_integer_score(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": HEADER + "q1\td1\t0.5\n"})
+    return folder / "qrels" / "test.tsv", 2
+
+
+def _qrels_contradiction(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": "q1\td1\t1\nq2\td2\t1\nq1\td1\t0\n"})
+    return folder / "qrels" / "test.tsv", 3
+
+
+def _qrels_empty(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": HEADER})
+    return folder / "qrels" / "test.tsv", None
+
+
+def _empty_corpus(folder: Path) -> Case:
+    make_beir(folder)
+    (folder / "corpus.jsonl").write_text("\n", encoding="utf-8")
+    return folder / "corpus.jsonl", None
+
+
+def _empty_queries(folder: Path) -> Case:
+    make_beir(folder, queries=[])
+    return folder / "queries.jsonl", None
+
+
+def _gzip_truncated(folder: Path) -> Case:
+    make_beir(folder)
+    (folder / "corpus.jsonl").unlink()
+    first = "".join(json.dumps({"_id": f"d{i}", "text": "t"}) + "\n" for i in (1, 2)).encode()
+    rest = (json.dumps({"_id": "d3", "text": "t"}) + "\n").encode()
+    # two gzip members, the second cut off after its header: lines 1-2 decompress, line 3 cannot
+    (folder / "corpus.jsonl.gz").write_bytes(gzip.compress(first) + gzip.compress(rest)[:12])
+    return folder / "corpus.jsonl.gz", 3
+
+
+def _gzip_not_gzip(folder: Path) -> Case:
+    make_beir(folder)
+    (folder / "corpus.jsonl").rename(folder / "corpus.jsonl.gz")
+    return folder / "corpus.jsonl.gz", None
+
+
+def _missing_corpus(folder: Path) -> Case:
+    make_beir(folder)
+    (folder / "corpus.jsonl").unlink()
+    return folder, None
+
+
+def _missing_queries(folder: Path) -> Case:
+    make_beir(folder)
+    (folder / "queries.jsonl").unlink()
+    return folder, None
+
+
+def _ambiguous_corpus(folder: Path) -> Case:
+    make_beir(folder)
+    write_jsonl(folder / "corpus.jsonl.gz", [{"_id": "x", "text": "y"}], gz=True)
+    return folder / "corpus.jsonl.gz", None
+
+
+def _missing_split(folder: Path) -> Case:
+    make_beir(folder, qrels={"train": "q1\td1\t1\n"})
+    return folder / "qrels" / "test.tsv", None
+
+
+def _not_a_directory(folder: Path) -> Case:
+    folder.write_text("a file, not a BEIR folder", encoding="utf-8")
+    return folder, None
+
+
+def _strict_unknown_doc(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": "q1\td1\t1\nq2\td2\t1\nq2\tghost\t1\n"})
+    return folder / "qrels" / "test.tsv", 3
+
+
+def _checksum_mismatch(folder: Path) -> Case:
+    make_beir(folder)
+    record_checksums(folder)
+    (folder / "qrels" / "test.tsv").write_text("q1\td1\t1\n", encoding="utf-8")
+    return folder / "qrels" / "test.tsv", None
+
+
+def _checksum_file_missing(folder: Path) -> Case:
+    make_beir(folder, qrels={"test": "q1\td1\t1\n", "train": "q2\td2\t1\n"})
+    record_checksums(folder)
+    (folder / "qrels" / "train.tsv").unlink()
+    return folder / "qrels" / "train.tsv", None
+
+
+def _checksums_malformed(folder: Path) -> Case:
+    make_beir(folder)
+    (folder / CHECKSUMS_FILE).write_text('{\n  "files": {\n    "corpus.jsonl": \n', encoding="utf-8")
+    return folder / CHECKSUMS_FILE, 4
+
+
+DATA_ERROR_CASES = {
+    "malformed_json_line": (_malformed_json, r"malformed JSON"),
+    "json_line_not_an_object": (_non_object_json, r"expected a JSON object per line, got list"),
+    "missing_id": (_missing_id, r"missing '_id'"),
+    "duplicate_id": (_duplicate_id, r"duplicate _id 'd1' \(first seen at line 1\)"),
+    "text_not_a_string": (_non_string_text, r"'text' must be a string, got int"),
+    "doc_id_with_whitespace": (
+        _whitespace_doc_id,
+        r"doc id 'doc 2' contains whitespace \(' ' at position 4\)",
+    ),
+    "doc_id_with_control_char": (_control_char_doc_id, r"doc id 'doc\\x072' contains a control character"),
+    "query_id_with_whitespace": (_whitespace_query_id, r"query id 'q\\t2' contains whitespace"),
+    "qrels_doc_id_with_whitespace": (_whitespace_qrels_doc_id, r"corpus-id 'd 2' contains whitespace"),
+    "qrels_query_id_with_control_char": (
+        _control_char_qrels_query_id,
+        r"query-id 'q\\x1f2' contains (whitespace|a control character)",
+    ),
+    "empty_query_text": (_empty_query_text, r"query 'q2' has empty text"),
+    "blank_query_text": (_blank_query_text, r"query 'q1' has empty text"),
+    "invalid_utf8": (_invalid_utf8, r"not valid UTF-8 \(byte b'\\xe9' at column 27\)"),
+    "qrels_wrong_field_count": (_qrels_field_count, r"expected 3 tab-separated fields.*got 2"),
+    "qrels_space_separated": (_qrels_space_separated, r"got 1 \(a space-separated TREC qrels file\?\)"),
+    "qrels_non_integer_score": (_qrels_non_integer_score, r"score must be an integer, got '0\.5'"),
+    "qrels_contradicting_judgment": (_qrels_contradiction, r"contradicts line 1"),
+    "qrels_without_judgments": (_qrels_empty, r"no judgments"),
+    "empty_corpus": (_empty_corpus, r"the corpus is empty"),
+    "empty_queries": (_empty_queries, r"the query file is empty"),
+    "gzip_truncated": (_gzip_truncated, r"damaged or truncated after 2 complete line\(s\)"),
+    "gzip_suffix_on_plain_text": (_gzip_not_gzip, r"not a valid gzip file \(no gzip header\)"),
+    "missing_corpus_file": (_missing_corpus, r"no corpus\.jsonl or corpus\.jsonl\.gz"),
+    "missing_queries_file": (_missing_queries, r"no queries\.jsonl or queries\.jsonl\.gz"),
+    "corpus_and_gz_both_present": (_ambiguous_corpus, r"both corpus\.jsonl and corpus\.jsonl\.gz exist"),
+    "missing_split": (
+        _missing_split,
+        r"no qrels for split 'test' \(file not found\); splits available: train$",
+    ),
+    "dataset_folder_is_a_file": (_not_a_directory, r"not a directory"),
+    "strict_unknown_document": (_strict_unknown_doc, r"strict mode: 1 judgment\(s\) name doc ids"),
+    "checksum_mismatch": (_checksum_mismatch, r"sha256 [0-9a-f]{64} differs from [0-9a-f]{64} recorded in"),
+    "checksummed_file_missing": (_checksum_file_missing, r"listed in .*CHECKSUMS\.json but missing"),
+    "checksums_file_malformed": (_checksums_malformed, r"malformed JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DATA_ERROR_CASES))
+def test_every_data_error_is_one_line_naming_file_and_line(tmp_path: Path, case: str) -> None:
+    make_case, message = DATA_ERROR_CASES[case]
+    folder = tmp_path / "ds"
+    path, line = make_case(folder)
+    with pytest.raises(DataError) as info:
+        load_beir(folder, strict=True)
+    error = info.value
+    text = str(error)
+    prefix = f"{path}:{line}: " if line is not None else f"{path}: "
+    assert text.startswith(prefix), text
+    assert "\n" not in text
+    assert re.search(message, text[len(prefix) :]), text
+    assert error.path == path and error.line == line
+
+
+def test_unknown_dataset_first_line_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VIKING_EVAL_DATA", str(tmp_path))
+    with pytest.raises(DataError) as info:
+        load_dataset("nope", repo_datasets=tmp_path / "repo")
+    assert str(info.value).splitlines()[0].startswith("nope: dataset not found in ")
+    assert info.value.path == Path("nope")
+
+
+def test_data_error_keeps_its_location_through_pickle() -> None:
+    # Hydra launchers (joblib, submitit) send exceptions between processes
+    import pickle
+
+    error = pickle.loads(pickle.dumps(DataError("a.tsv:3: bad", path="a.tsv", line=3)))
+    assert (str(error), error.path, error.line) == ("a.tsv:3: bad", Path("a.tsv"), 3)
+    assert DataError("plain").path is None  # other modules may still raise it with a message only
+
+
+# --------------------------------------------------------------------------- ids TREC can carry
+
+
+@pytest.mark.parametrize(
+    "char", [" ", "\t", "\n", "\r", "\u00a0", "\u2028", "\u3000", "\x00", "\x1b", "\x7f", "\x85"]
+)
+def test_ids_that_a_trec_line_cannot_carry_are_refused(char: str) -> None:
+    value = f"doc{char}1"
+    # what the refusal prevents: a TREC run line with such an id has more than 6 fields, or a
+    # byte that trec_eval's parser does not treat as part of the id
+    assert id_problem(value) is not None
+    assert id_problem(value).endswith("at position 4)")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("value", ["d1", "MED-10", "0", "doc_1.2", "caf\u00e9", "\u6587\u66f8", "a/b#c"])
+def test_ordinary_ids_are_accepted(value: str) -> None:
+    assert id_problem(value) is None
+    assert len(f"q1 Q0 {value} 1 1.0 run".split()) == 6
+
+
+def test_whitespace_in_an_unjudged_query_id_is_still_refused(tmp_path: Path) -> None:
+    # the file is wrong whichever split is loaded, so the error does not depend on the split
+    folder = make_beir(tmp_path / "t", queries=[{"_id": "q1", "text": "a"}, {"_id": "q 9", "text": "b"}])
+    with pytest.raises(DataError, match=r"queries\.jsonl:2: query id 'q 9' contains whitespace"):
+        load_beir(folder)
+
+
+# --------------------------------------------------------------------------- fingerprints and checksums
+
+
+def test_fingerprint_changes_with_every_file_that_changes_a_number(tmp_path: Path) -> None:
+    folder = make_beir(tmp_path / "t", qrels={"test": "q1\td1\t1\nq2\td2\t2\n", "train": "q1\td2\t1\n"})
+    base = load_beir(folder)
+    assert set(base.files) == {"corpus.jsonl", "queries.jsonl", "qrels/test.tsv"}
+    assert len(base.fingerprint) == 64
+    # an identical copy elsewhere, under another name, is the same data
+    copy = make_beir(tmp_path / "copy", qrels={"test": "q1\td1\t1\nq2\td2\t2\n"})
+    assert load_beir(copy, name="other").fingerprint == base.fingerprint
+    # another split of the same folder is other data
+    assert load_beir(folder, "train").fingerprint != base.fingerprint
+    # a split that is not read does not move this split's fingerprint
+    (folder / "qrels" / "train.tsv").write_text("q2\td1\t1\n", encoding="utf-8")
+    assert load_beir(folder).fingerprint == base.fingerprint
+    seen = {base.fingerprint}
+    edits = {
+        "qrels/test.tsv": "q1\td1\t1\nq2\td2\t1\n",  # one relevance grade
+        "queries.jsonl": json.dumps({"_id": "q1", "text": "what purrs?"})
+        + "\n"
+        + json.dumps({"_id": "q2", "text": "what barks"})
+        + "\n",
+        "corpus.jsonl": json.dumps({"_id": "d1", "text": "Cats purr"})
+        + "\n"
+        + json.dumps({"_id": "d2", "text": "Dogs bark."})
+        + "\n",
+    }
+    for rel, text in edits.items():
+        (folder / rel).write_text(text, encoding="utf-8")
+        fingerprint = load_beir(folder).fingerprint
+        assert fingerprint not in seen, rel
+        seen.add(fingerprint)
+
+
+def test_fingerprint_of_a_partition_half_names_half_key_and_seed(tmp_path: Path) -> None:
+    queries = [{"_id": f"q{i}", "text": f"query {i}"} for i in range(8)]
+    qrels = "".join(f"q{i}\td1\t1\n" for i in range(8))
+    dataset = load_beir(make_beir(tmp_path / "t", queries=queries, qrels={"test": qrels}))
+    tune = take_half(dataset, "tune", key=None, seed=0)
+    fingerprints = {
+        dataset.fingerprint,
+        tune.fingerprint,
+        take_half(dataset, "holdout", key=None, seed=0).fingerprint,
+        take_half(dataset, "tune", key=None, seed=1).fingerprint,
+        take_half(dataset, "tune", key="group", seed=0).fingerprint,
+    }
+    assert len(fingerprints) == 5
+    assert tune.fingerprint == take_half(dataset, "tune", key=None, seed=0).fingerprint
+    assert (
+        dataclasses.replace(tune, subset="").fingerprint
+        == dataclasses.replace(dataset, split=tune.split).fingerprint
+    )
+
+
+def test_recorded_checksums_are_verified_on_load(tmp_path: Path) -> None:
+    folder = make_beir(tmp_path / "t", qrels={"test": "q1\td1\t1\n", "train": "q2\td2\t1\n"})
+    (folder / "README.txt").write_text("notes", encoding="utf-8")
+    files = record_checksums(folder, source="https://example.invalid/t.zip")
+    assert set(files) == {"corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "qrels/train.tsv", "README.txt"}
+    assert read_checksums(folder) == files
+    recorded = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+    assert recorded["source"] == "https://example.invalid/t.zip"
+    assert files["queries.jsonl"] == hashlib.sha256((folder / "queries.jsonl").read_bytes()).hexdigest()
+    assert not list(folder.glob(".*part"))  # written beside, renamed into place
+    dataset = load_beir(folder)
+    assert dataset.checksums_verified == tuple(sorted(files))
+    # a file that is not read for this split is verified too
+    (folder / "README.txt").write_text("edited", encoding="utf-8")
+    with pytest.raises(DataError, match=r"README\.txt: sha256 .* differs from"):
+        load_beir(folder)
+    (folder / CHECKSUMS_FILE).unlink()  # the documented way to accept a change: nothing to verify
+    assert load_beir(folder).checksums_verified == ()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"files": []}', r"expected a JSON object with a 'files' object"),
+        ('{"files": {"corpus.jsonl": "abc"}}', r"files\.corpus\.jsonl: expected 64 lowercase hex digits"),
+        ('{"files": {"../x": "' + "0" * 64 + '"}}', r"files\.\.\./x: paths must be relative"),
+        ('{"files": {"/etc/passwd": "' + "0" * 64 + '"}}', r"files\./etc/passwd: paths must be relative"),
+    ],
+)
+def test_bad_checksums_file_is_refused(tmp_path: Path, content: str, message: str) -> None:
+    folder = make_beir(tmp_path / "t")
+    (folder / CHECKSUMS_FILE).write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(folder / CHECKSUMS_FILE))}: {message}"):
+        load_beir(folder)
+
+
+def test_unreadable_file_is_one_line(tmp_path: Path) -> None:
+    folder = make_beir(tmp_path / "t")
+    (folder / "queries.jsonl").unlink()
+    os.symlink(folder / "nowhere", folder / "queries.jsonl")  # a dangling link: listed, not readable
+    with pytest.raises(DataError) as info:
+        load_queries(folder / "queries.jsonl")
+    assert str(info.value) == f"{folder / 'queries.jsonl'}: file not found"

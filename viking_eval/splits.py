@@ -84,9 +84,13 @@ def take_half(
     groups = sorted(set(group_of.values()), key=lambda group: (_rank(seed, group), group))
     tune_groups = set(groups[: (len(groups) + 1) // 2])
     keep = [qid for qid in dataset.queries if (group_of[qid] in tune_groups) == (half == "tune")]
+    selection = f"{half} half of a partition by {key or 'query id'}, seed {seed}"
     return dataclasses.replace(
         dataset,
         split=f"{dataset.split}[{half} half]",
+        # the label above does not name the key and seed; the subset does, so the dataset's
+        # fingerprint (a resume key) changes with them
+        subset=f"{dataset.subset}; {selection}" if dataset.subset else selection,
         queries={qid: dataset.queries[qid] for qid in keep},
         qrels={qid: dataset.qrels[qid] for qid in keep},
     )
