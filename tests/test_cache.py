@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from viking_eval.cache import ArtifactCache, CachedEmbedder, clear_memo, content_key
+from viking_eval.cache import ArtifactCache, CachedEmbedder, CacheError, clear_memo, content_key
 
 
 class CountingEmbedder:
@@ -99,3 +103,119 @@ def test_no_pickle_in_cache(tmp_path: Path) -> None:
     (vectors,) = list(tmp_path.rglob("vectors.npy"))
     # a numpy header with dtype '<f4' and no object arrays: loadable with allow_pickle=False
     assert np.load(vectors, allow_pickle=False).dtype == np.float32
+
+
+# --------------------------------------------------------------------------- unwritable caches (issue 12)
+
+
+def write_payload(folder: Path) -> None:
+    (folder / "payload.txt").write_text("built", encoding="utf-8")
+
+
+@pytest.fixture
+def unwritable_root(tmp_path: Path) -> Iterator[Path]:
+    """A cache root nothing can be written under: a chmod 0o500 folder, or, where that does not
+    stop the user (root ignores permission bits), a path below a regular file, which stops
+    everyone."""
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        (folder / "probe").touch()
+    except PermissionError:
+        yield folder
+    else:
+        (folder / "probe").unlink()
+        (tmp_path / "a_file").write_text("not a folder", encoding="utf-8")
+        yield tmp_path / "a_file" / "cache"
+    finally:
+        folder.chmod(0o700)
+
+
+def fallback_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "is not writable" in r.getMessage()]
+
+
+def test_unwritable_cache_falls_back_to_a_temporary_one_and_says_so(
+    unwritable_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = ArtifactCache(unwritable_root)
+    with caplog.at_level(logging.WARNING, logger="viking_eval.cache"):
+        folder = cache.get_or_build("things", "a" * 64, write_payload)
+        cache.get_or_build("things", "b" * 64, write_payload)
+    assert (folder / "payload.txt").read_text(encoding="utf-8") == "built"
+    assert folder.is_relative_to(cache.root) and not folder.is_relative_to(unwritable_root)
+    assert cache.root.is_relative_to(tempfile.gettempdir())
+    assert cache.builds == 2
+    info = cache.describe()
+    assert info["cache_fallback"] is True
+    assert info["cache_requested_root"] == str(unwritable_root)
+    assert info["cache_root"] == str(cache.root) != str(unwritable_root)
+    assert str(unwritable_root) in info["cache_fallback_reason"]
+    (message,) = fallback_warnings(caplog)  # one line, once per cache, not once per entry
+    assert "\n" not in message and "set VIKING_EVAL_CACHE to a writable folder" in message
+    # a second cache over the same folder (the next job of a sweep) shares the fallback's builds
+    again = ArtifactCache(unwritable_root)
+    assert again.get_or_build("things", "a" * 64, write_payload) == folder
+    assert (again.hits, again.builds) == (1, 0)
+
+
+def test_a_lock_that_cannot_be_created_falls_back_but_old_entries_still_serve(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = ArtifactCache(tmp_path / "cache")
+    built_before = cache.get_or_build("things", "a" * 64, write_payload)
+    blocked = Path(f"{cache.entry_dir('things', 'b' * 64)}.lock")
+    blocked.mkdir(parents=True)  # a lock path that cannot be opened as a file, for root as well
+    with caplog.at_level(logging.WARNING, logger="viking_eval.cache"):
+        built_after = cache.get_or_build("things", "b" * 64, write_payload)
+    assert not built_after.is_relative_to(tmp_path / "cache")
+    assert cache.describe()["cache_fallback"] is True and len(fallback_warnings(caplog)) == 1
+    # an entry the requested folder already holds is still read from there
+    assert cache.get_or_build("things", "a" * 64, write_payload) == built_before
+    assert (cache.hits, cache.builds) == (1, 2)
+
+
+def test_cache_error_when_the_fallback_fails_too(
+    unwritable_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "tmp_is_a_file"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker / "tmp"))
+    cache = ArtifactCache(unwritable_root)
+    with pytest.raises(CacheError) as info:
+        cache.get_or_build("things", "c" * 64, write_payload)
+    message = str(info.value)
+    assert message.startswith(f"{unwritable_root}: cache folder not writable")
+    assert "\n" not in message and message.endswith("set VIKING_EVAL_CACHE to a writable folder")
+    assert isinstance(info.value, OSError)  # callers that caught the old PermissionError still do
+
+
+def test_a_writable_cache_does_not_fall_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = ArtifactCache(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="viking_eval.cache"):
+        cache.get_or_build("things", "d" * 64, write_payload)
+    assert cache.describe() == {
+        "cache_root": str(tmp_path),
+        "cache_requested_root": str(tmp_path),
+        "cache_fallback": False,
+        "cache_fallback_reason": None,
+    }
+    assert caplog.records == []
+
+
+def test_staging_left_by_a_killed_build_is_removed_on_the_next_build(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path)
+    key, other = "e" * 64, "e" * 12 + "f" * 52  # same shard, same 12-character prefix
+    parent = cache.entry_dir("things", key).parent
+    killed = [parent / f".{key}.k1ll3d_x", parent / f".{key[:12]}.oldforma"]  # new and old naming
+    alive = parent / f".{other}.abcdefgh"  # another key's build: not ours to remove
+    for folder in [*killed, alive]:
+        folder.mkdir(parents=True)
+        (folder / "half.npy").write_bytes(b"partial")
+        os.utime(folder, (1_000_000_000, 1_000_000_000))
+    cache.get_or_build("things", key, write_payload)
+    assert not any(folder.exists() for folder in killed)
+    assert alive.is_dir() and cache.stale_removed == 2
+    names = sorted(p.name for p in parent.iterdir())
+    assert names == sorted([key, f"{key}.lock", alive.name])

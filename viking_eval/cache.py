@@ -5,7 +5,14 @@ that determines its content (embedder name and fingerprint, the exact texts, sto
 Each entry carries ``manifest.json`` with the sha256 of every file; an entry whose files do not
 match is reported, deleted and rebuilt, never trusted. Entries are built in a temporary folder and
 renamed into place, under a file lock, so parallel sweep jobs share one build and an interrupted
-build leaves nothing behind. Nothing is ever unpickled (``np.load(allow_pickle=False)``).
+build leaves nothing behind (a build killed outright leaves its staging folder, which the next
+build of the same key removes). Nothing is ever unpickled (``np.load(allow_pickle=False)``).
+
+A cache folder that cannot be written (a read-only home, a path under a file, a lock file that
+cannot be created) still serves the valid entries it holds; new entries then go to a temporary
+folder for the rest of the process, with a one-line warning, and :meth:`ArtifactCache.describe`
+says so for the run's ``environment.json``. Only when that fallback cannot be created either is
+it an error: :class:`CacheError`, saying to set ``VIKING_EVAL_CACHE`` to a writable folder.
 
 Within one process, loaded embeddings are also memoised by key, so the jobs of a Hydra sweep in
 the basic launcher (one process) embed and read from disk once.
@@ -17,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -33,10 +41,14 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = "1"
+CACHE_ENV = "VIKING_EVAL_CACHE"
+
+# one temporary fallback per unwritable cache folder and process, so the jobs of a sweep share it
+_FALLBACKS: dict[Path, Path] = {}
 
 
 def default_cache_root() -> Path:
-    return Path(os.environ.get("VIKING_EVAL_CACHE") or Path.home() / ".cache" / "viking_eval").expanduser()
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "viking_eval").expanduser()
 
 
 def content_key(parts: Iterable[str | bytes]) -> str:
@@ -66,33 +78,63 @@ class CorruptCacheEntry(RuntimeError):
     """A cache entry whose files do not match its manifest."""
 
 
+class CacheError(OSError):
+    """Neither the cache folder nor a temporary fallback can be written; the message is one line
+    that names both and says what to do."""
+
+
+def _reason(error: OSError) -> str:
+    """An OS error in a few words, without repeating the path (the message names it)."""
+    return error.strerror or type(error).__name__
+
+
 class ArtifactCache:
-    """Folders keyed by content hash, built once, verified on every read."""
+    """Folders keyed by content hash, built once, verified on every read.
+
+    ``requested_root`` is the folder asked for (``VIKING_EVAL_CACHE`` by default); ``root`` is
+    where new entries are built: the same folder, or a temporary one after the requested folder
+    turned out not to be writable (``fallback_reason`` then says why)."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = (root or default_cache_root()).expanduser()
+        self.requested_root = (root or default_cache_root()).expanduser()
+        self.root = self.requested_root
+        self.fallback_reason: str | None = None
         self.hits = 0
         self.builds = 0
         self.rebuilt_corrupt = 0
+        self.stale_removed = 0
+
+    def describe(self) -> dict[str, Any]:
+        """Where this cache read and wrote, for a run's ``environment.json``."""
+        return {
+            "cache_root": str(self.root),
+            "cache_requested_root": str(self.requested_root),
+            "cache_fallback": self.fallback_reason is not None,
+            "cache_fallback_reason": self.fallback_reason,
+        }
 
     def entry_dir(self, kind: str, key: str) -> Path:
-        return self.root / kind / key[:2] / key
+        """The folder of ``(kind, key)`` under ``root`` (where it is or would be built)."""
+        return _entry_dir(self.root, kind, key)
 
     def get_or_build(self, kind: str, key: str, build: Callable[[Path], None]) -> Path:
         """Return the verified folder of ``(kind, key)``, building it with ``build(folder)`` if
         absent or corrupt. ``build`` writes files into the empty folder it is given."""
+        for root in dict.fromkeys([self.requested_root, self.root]):
+            found = _entry_dir(root, kind, key)
+            if self._valid(found, report=False):  # readable even where nothing can be written
+                self.hits += 1
+                return found
+        lock = self._lock(kind, key)  # may switch ``root`` to the temporary fallback
         final = self.entry_dir(kind, key)
-        if self._valid(final, report=False):
-            self.hits += 1
-            return final
-        final.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(final) + ".lock"):
+        with lock:
             if self._valid(final):  # another process built it while we waited
                 self.hits += 1
                 return final
+            self._remove_stale_staging(final, key, before=time.time())
             if final.exists():
                 shutil.rmtree(final)
-            staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", dir=final.parent))
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
             try:
                 build(staging)
                 _write_manifest(staging, kind, key)
@@ -102,6 +144,67 @@ class ArtifactCache:
                     shutil.rmtree(staging, ignore_errors=True)
             self.builds += 1
         return final
+
+    def _lock(self, kind: str, key: str) -> FileLock:
+        """The build lock of ``(kind, key)``, falling back to a temporary root (once) when the
+        current root cannot hold it."""
+        try:
+            return _open_lock(self.entry_dir(kind, key))
+        except OSError as error:
+            if self.fallback_reason is not None:
+                raise CacheError(
+                    f"{self.root}: the temporary cache cannot be written either ({_reason(error)}); "
+                    f"set {CACHE_ENV} to a writable folder"
+                ) from error
+            failed_at = self.entry_dir(kind, key).parent
+            self._fall_back(f"{failed_at}: {_reason(error)}")
+        try:
+            return _open_lock(self.entry_dir(kind, key))
+        except OSError as error:
+            raise CacheError(
+                f"{self.requested_root}: cache folder not writable ({self.fallback_reason}) and the "
+                f"temporary cache {self.root} not either ({_reason(error)}); set {CACHE_ENV} to a "
+                "writable folder"
+            ) from error
+
+    def _fall_back(self, reason: str) -> None:
+        fallback = _FALLBACKS.get(self.requested_root)
+        if fallback is None or not fallback.is_dir():
+            try:
+                fallback = Path(tempfile.mkdtemp(prefix="viking_eval-cache-"))
+            except OSError as error:
+                raise CacheError(
+                    f"{self.requested_root}: cache folder not writable ({reason}) and no temporary "
+                    f"cache could be created in {tempfile.gettempdir()} ({_reason(error)}); set "
+                    f"{CACHE_ENV} to a writable folder"
+                ) from error
+            _FALLBACKS[self.requested_root] = fallback
+        self.root = fallback
+        self.fallback_reason = reason
+        log.warning(
+            "cache folder %s is not writable (%s); building into the temporary cache %s for this run "
+            "(set %s to a writable folder to keep builds between runs)",
+            self.requested_root,
+            reason,
+            fallback,
+            CACHE_ENV,
+        )
+
+    def _remove_stale_staging(self, final: Path, key: str, *, before: float) -> None:
+        """Remove staging folders of this key left by a build that was killed (we hold the
+        key's lock, so no live build owns them; the age check guards against anything else)."""
+        pattern = re.compile(rf"\.(?:{key}|{key[:12]})\.[a-z0-9_]{{8}}")
+        for child in final.parent.iterdir():
+            if not (child.is_dir() and pattern.fullmatch(child.name)):
+                continue
+            try:
+                if child.stat().st_mtime >= before:
+                    continue
+            except FileNotFoundError:
+                continue
+            log.warning("removing %s, left by an interrupted cache build", child)
+            shutil.rmtree(child, ignore_errors=True)
+            self.stale_removed += 1
 
     def _valid(self, folder: Path, *, report: bool = True) -> bool:
         """Whether ``folder`` is a complete, uncorrupted entry; ``report`` logs and counts a
@@ -144,6 +247,19 @@ class ArtifactCache:
         vectors.setflags(write=False)
         _MEMO[key] = vectors
         return vectors
+
+
+def _entry_dir(root: Path, kind: str, key: str) -> Path:
+    return root / kind / key[:2] / key
+
+
+def _open_lock(final: Path) -> FileLock:
+    """A lock beside ``final``, after checking that its file can be created: filelock retries
+    some open errors (permission denied) until its timeout, which by default never comes."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = Path(f"{final}.lock")
+    os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666))
+    return FileLock(str(lock_path))
 
 
 _MEMO: dict[str, Any] = {}
