@@ -20,7 +20,7 @@ import pytest
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, TfidfEmbedder
 from retrievers.multi_strategy import MultiStrategyRetriever
-from retrievers.query_analysis import QueryAnalyzer
+from retrievers.multi_strategy.analysis import QueryAnalyzer
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo"
 CONVERSATION = "conv-26"

@@ -12,8 +12,7 @@ from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.hybrid import HybridRetriever
 from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.intent import FindResult, LLMIntentAnalyzer, RuleBasedAnalyzer, Session, TypedQuery
-from retrievers.multi_strategy import MultiStrategyRetriever
-from retrievers.query_analysis import QueryAnalyzer
+from retrievers.multi_strategy import MultiStrategyRetriever, QueryAnalyzer
 from retrievers.rerank import CrossEncoderReranker, EmbeddingReranker, LLMReranker
 from retrievers.store import (
     BM25Config,

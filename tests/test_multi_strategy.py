@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from retrievers import BM25Retriever, ContextStore, Document, TfidfEmbedder
-from retrievers.multi_strategy import (
+from retrievers.multi_strategy.retriever import (
     DEFAULT_WEIGHTS,
     MultiStrategyParams,
     MultiStrategyRetriever,
@@ -22,7 +22,7 @@ from retrievers.multi_strategy import (
     normalize_scores,
     weighted_rrf,
 )
-from retrievers.query_analysis import QueryAnalysis
+from retrievers.multi_strategy.analysis import QueryAnalysis
 from viking_eval.data import load_dataset
 
 DAY = 86400.0

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
-from retrievers.multi_strategy import DEFAULT_WEIGHTS, MultiStrategyRetriever
+from retrievers.multi_strategy.retriever import DEFAULT_WEIGHTS, MultiStrategyRetriever
 from retrievers.types import RetrievalResult
 from viking_eval.runner import run_experiment
 from viking_eval.settings import ConfigError, load_settings
@@ -83,7 +83,7 @@ def test_retriever_config_is_the_default_table() -> None:
         ("retrievers.multi_strategy.strategies=[semantic,graph]", r"unknown strategy name\(s\) \['graph'\]"),
         ("~retrievers.multi_strategy.weights.MIXED", r"no row for intent\(s\) \['MIXED'\]"),
         ("+retrievers.multi_strategy.decay=3", r"unknown key\(s\) \['decay'\]"),
-        ("store.timestamps.fields=[]", "store: timestamps.fields must be a non-empty list"),
+        ("store.timestamps.fields=[]", "store: store.timestamps.fields must not be empty"),
         ("+store.timestamps.zone=UTC", r"unknown store.timestamps key\(s\) \['zone'\]"),
     ],
 )

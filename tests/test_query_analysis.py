@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from retrievers.query_analysis import (
+from retrievers.multi_strategy.analysis import (
     DEFAULT_RULES,
     IDENTIFIER_PATTERNS,
     QueryAnalyzer,

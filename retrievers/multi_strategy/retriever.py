@@ -73,7 +73,7 @@ from scipy import sparse
 
 from retrievers.kernel import check_query
 from retrievers.ranking import check_top_k, top_k_1d
-from retrievers.query_analysis import (
+from retrievers.multi_strategy.analysis import (
     DEFAULT_RULES,
     INTENTS,
     QueryAnalysis,
