@@ -1,7 +1,8 @@
 """Tests for viking_eval.download: registry validation, checksummed download, safe unzip, CLI.
 
 A local ``ThreadingHTTPServer`` on 127.0.0.1 serves zips built in the test; nothing touches the
-network.
+network. After a download, ``DEST`` holds the dataset folder and the dataset's lock file
+(``.NAME.lock``) and nothing else: no partial file survives a failure.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
+import os
+import struct
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,11 +23,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
-from viking_eval.data import DataError, load_beir
+import viking_eval.download as download_module
+from viking_eval.data import CHECKSUMS_FILE, DataError, load_beir
 from viking_eval.download import (
     DEFAULT_REGISTRY,
     DownloadError,
+    ExtractLimits,
     download_dataset,
     load_registry,
     main,
@@ -81,6 +89,8 @@ class FakeServer:
     routes: dict[str, bytes] = field(default_factory=dict)
     short_by: dict[str, int] = field(default_factory=dict)  # path -> bytes announced but not sent
     hits: list[str] = field(default_factory=list)
+    holds: dict[str, threading.Event] = field(default_factory=dict)  # path -> answer once set
+    held: threading.Event = field(default_factory=threading.Event)  # a held request arrived
 
     def serve(self, path: str, body: bytes) -> str:
         self.routes[path] = body
@@ -94,6 +104,9 @@ def server() -> Iterator[FakeServer]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state.hits.append(self.path)
+            if self.path in state.holds:
+                state.held.set()
+                state.holds[self.path].wait(10)
             body = state.routes.get(self.path)
             if body is None:
                 self.send_error(404, "not here")
@@ -128,6 +141,10 @@ def all_files(root: Path) -> set[Path]:
     return {p.relative_to(root) for p in root.rglob("*")}
 
 
+def names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
 # --------------------------------------------------------------------------- download
 
 
@@ -140,7 +157,7 @@ def test_download_with_matching_checksum(server: FakeServer, tmp_path: Path) -> 
     dest = tmp_path / "data"
     folder = download_dataset("tiny", dest, registry=registry)
     assert folder == dest / "tiny"
-    assert sorted(p.name for p in dest.iterdir()) == ["tiny"]  # no temp files left beside it
+    assert names(dest) == [".tiny.lock", "tiny"]  # no temp files left beside it
     assert (folder / "qrels" / "test.tsv").read_text(encoding="utf-8") == TINY_FILES["qrels/test.tsv"]
     ds = load_beir(folder)
     assert list(ds.corpus) == ["d1", "d2"] and ds.qrels == {"q1": {"d1": 1}}
@@ -182,8 +199,9 @@ def test_wrong_checksum_fails_and_leaves_nothing(server: FakeServer, tmp_path: P
     dest = tmp_path / "data"
     with pytest.raises(DataError, match="sha256 mismatch") as info:
         download_dataset("tiny", dest, registry=registry)
+    assert str(info.value).startswith(f"{url}: sha256 mismatch")
     assert wrong in str(info.value) and sha256(body) in str(info.value)
-    assert list(dest.iterdir()) == []
+    assert names(dest) == [".tiny.lock"]
 
 
 def test_no_checksum_downloads_and_prints_the_hash(
@@ -211,6 +229,7 @@ def test_flat_zip_is_handled(server: FakeServer, tmp_path: Path) -> None:
         Path("queries.jsonl"),
         Path("qrels"),
         Path("qrels/test.tsv"),
+        Path(CHECKSUMS_FILE),
     }
 
 
@@ -238,11 +257,11 @@ def test_file_checksums_inside_the_archive_are_checked(server: FakeServer, tmp_p
         "tiny", tmp_path / "ok", registry=write_registry(tmp_path / "a.yaml", {"tiny": entry})
     )
     entry["files"] = {"corpus.jsonl": "f" * 64}
-    with pytest.raises(DataError, match=r"corpus\.jsonl: sha256 mismatch"):
+    with pytest.raises(DataError, match=r"^tiny/corpus\.jsonl: sha256 mismatch"):
         download_dataset(
             "tiny", tmp_path / "bad", registry=write_registry(tmp_path / "b.yaml", {"tiny": entry})
         )
-    assert list((tmp_path / "bad").iterdir()) == []
+    assert names(tmp_path / "bad") == [".tiny.lock"]
 
 
 def test_http_error_and_truncated_body(server: FakeServer, tmp_path: Path) -> None:
@@ -263,7 +282,7 @@ def test_http_error_and_truncated_body(server: FakeServer, tmp_path: Path) -> No
         download_dataset("missing", dest, registry=registry)
     with pytest.raises(DownloadError, match=r"short\.zip: (truncated download|download failed)"):
         download_dataset("short", dest, registry=registry)
-    assert list(dest.iterdir()) == []
+    assert names(dest) == [".missing.lock", ".short.lock"]
 
 
 def test_archive_without_corpus_is_refused(server: FakeServer, tmp_path: Path) -> None:
@@ -273,7 +292,7 @@ def test_archive_without_corpus_is_refused(server: FakeServer, tmp_path: Path) -
     )
     with pytest.raises(DataError, match="not a BEIR dataset"):
         download_dataset("tiny", tmp_path / "data", registry=registry)
-    assert list((tmp_path / "data").iterdir()) == []
+    assert names(tmp_path / "data") == [".tiny.lock"]
 
 
 def test_not_a_zip_is_refused(server: FakeServer, tmp_path: Path) -> None:
@@ -283,7 +302,7 @@ def test_not_a_zip_is_refused(server: FakeServer, tmp_path: Path) -> None:
     )
     with pytest.raises(DataError, match="not a valid zip archive"):
         download_dataset("tiny", tmp_path / "data", registry=registry)
-    assert list((tmp_path / "data").iterdir()) == []
+    assert names(tmp_path / "data") == [".tiny.lock"]
 
 
 @pytest.mark.parametrize(
@@ -314,10 +333,11 @@ def test_malicious_zip_is_refused_and_writes_nothing(
         {"tiny": {"url": server.serve("/evil.zip", bodies[kind]), "sha256": None, "license": "x"}},
     )
     before = all_files(tmp_path)
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(DataError, match=message) as info:
         download_dataset("tiny", dest, registry=registry)
-    assert list(dest.iterdir()) == []  # no dataset folder, no temp files, not even the good members
-    assert all_files(tmp_path) == before | {Path("data")}
+    assert str(info.value).startswith(f"{server.base_url}/evil.zip: member ")  # the source, not a temp file
+    assert names(dest) == [".tiny.lock"]  # no dataset folder, no temp files, not even the good members
+    assert all_files(tmp_path) == before | {Path("data"), Path("data/.tiny.lock")}
     assert not list(tmp_path.rglob("*evil*"))
 
 
@@ -432,11 +452,281 @@ def test_cli_downloads_and_explains_viking_eval_data(
 
 def test_cli_reports_errors_with_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     registry = write_registry(tmp_path / "r.yaml", {"closed": {"url": None, "sha256": None, "license": "x"}})
-    assert main(["closed", "--dest", str(tmp_path / "d"), "--registry", str(registry)]) == 1
-    assert "error: 'closed' has no public download URL" in capsys.readouterr().err
+    assert main(["closed", "--dest", str(tmp_path / "d"), "--registry", str(registry)]) == 2  # bad input
+    err = capsys.readouterr().err
+    assert err == f"error: {registry}: 'closed' has no public download URL (datasets.closed.url is null).\n"
 
 
 def test_cli_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list"]) == 0
     out = capsys.readouterr().out
     assert "scifact" in out and "robust04" in out and "not public" in out
+
+
+# --------------------------------------------------------------------------- locks and leftovers (issue 12)
+
+
+def tiny_registry(server: FakeServer, tmp_path: Path, *, sha: bool = True) -> tuple[Path, str]:
+    body = build_zip(TINY_FILES)
+    url = server.serve("/tiny.zip", body)
+    entry = {"url": url, "sha256": sha256(body) if sha else None, "license": "x"}
+    return write_registry(tmp_path / "r.yaml", {"tiny": entry}), url
+
+
+class _Signal(logging.Handler):
+    """Sets ``event`` when a record containing ``text`` is logged (from any thread)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_two_downloads_of_one_dataset_at_once_share_one_transfer(server: FakeServer, tmp_path: Path) -> None:
+    registry, _ = tiny_registry(server, tmp_path)
+    dest = tmp_path / "data"
+    server.holds["/tiny.zip"] = release = threading.Event()
+    results: dict[str, object] = {}
+
+    def run(label: str) -> None:
+        try:
+            results[label] = download_dataset("tiny", dest, registry=registry)
+        except BaseException as exc:  # reported by the assertions below
+            results[label] = exc
+
+    waiting = _Signal("another download of tiny is running")
+    logger = logging.getLogger("viking_eval.download")
+    logger.addHandler(waiting)
+    try:
+        first = threading.Thread(target=run, args=("first",))
+        first.start()
+        assert server.held.wait(10)  # the first download is mid-transfer, holding the lock
+        second = threading.Thread(target=run, args=("second",))
+        second.start()
+        assert waiting.event.wait(10)  # the second one found the lock taken and waits
+        release.set()
+        first.join(10)
+        second.join(10)
+    finally:
+        logger.removeHandler(waiting)
+        release.set()
+    assert results == {"first": dest / "tiny", "second": dest / "tiny"}
+    assert server.hits == ["/tiny.zip"]  # one transfer; the second found the dataset in place
+    assert names(dest) == [".tiny.lock", "tiny"]
+    assert load_beir(dest / "tiny").qrels == {"q1": {"d1": 1}}
+
+
+def test_a_lock_held_too_long_is_one_clear_error(server: FakeServer, tmp_path: Path) -> None:
+    registry, _ = tiny_registry(server, tmp_path)
+    dest = tmp_path / "data"
+    dest.mkdir()
+    # another process downloading tiny holds the lock
+    with FileLock(str(dest / ".tiny.lock")), pytest.raises(DownloadError) as info:
+        download_dataset("tiny", dest, registry=registry, lock_timeout=0)
+    assert str(info.value) == (
+        f"{dest / '.tiny.lock'}: another download of tiny still holds the lock after 0 s; "
+        "wait for it to finish or stop it"
+    )
+    assert server.hits == [] and names(dest) == [".tiny.lock"]
+
+
+def test_leftovers_of_a_killed_download_are_removed_next_time(server: FakeServer, tmp_path: Path) -> None:
+    registry, _ = tiny_registry(server, tmp_path)
+    dest = tmp_path / "data"
+    dest.mkdir()
+    long_ago = time.time() - 3600
+    stale_part = dest / ".tiny.k1ll3d_1.zip.part"
+    stale_unpack = dest / ".tiny.k1ll3d_2.unpack"
+    (stale_unpack / "content" / "tiny").mkdir(parents=True)
+    (stale_unpack / "content" / "tiny" / "corpus.jsonl").write_text("half", encoding="utf-8")
+    stale_part.write_bytes(b"PK half a zip")
+    kept = {
+        ".tiny.x.abcdefgh.zip.part": "a partial of dataset 'tiny.x', not ours",
+        ".other.abcdefgh.zip.part": "another dataset's partial",
+        ".tiny.notes": "not a partial name",
+    }
+    for name, text in kept.items():
+        (dest / name).write_text(text, encoding="utf-8")
+    for path in [stale_part, stale_unpack, *(dest / name for name in kept)]:
+        os.utime(path, (long_ago, long_ago))
+    # a partial younger than our lock is someone else's live work, whatever its name
+    young = dest / ".tiny.youngpar.zip.part"
+    young.write_bytes(b"being written")
+    os.utime(young, (time.time() + 3600, time.time() + 3600))
+
+    assert download_dataset("tiny", dest, registry=registry) == dest / "tiny"
+    assert names(dest) == sorted([".tiny.lock", "tiny", young.name, *kept])
+
+
+def test_an_interrupted_unpack_never_leaves_a_partial_dataset(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry, _ = tiny_registry(server, tmp_path)
+    dest = tmp_path / "data"
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C after every file was unpacked and checked
+
+    monkeypatch.setattr(download_module, "record_checksums", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        download_dataset("tiny", dest, registry=registry)
+    assert names(dest) == [".tiny.lock"]
+    monkeypatch.undo()
+    assert (download_dataset("tiny", dest, registry=registry) / CHECKSUMS_FILE).is_file()
+
+
+def test_unwritable_destination_is_one_line(server: FakeServer, tmp_path: Path) -> None:
+    registry, _ = tiny_registry(server, tmp_path)
+    (tmp_path / "a_file").write_text("x", encoding="utf-8")
+    dest = tmp_path / "a_file" / "data"  # cannot be created, whoever runs the test
+    with pytest.raises(DownloadError) as info:
+        download_dataset("tiny", dest, registry=registry)
+    assert str(info.value).startswith(f"{dest}: cannot write the destination folder (")
+    assert str(info.value).endswith("pass --dest a writable folder")
+    assert server.hits == []
+
+
+# --------------------------------------------------------------------------- zip bombs (issue 12)
+
+
+def zeros_zip(size: int) -> bytes:
+    """The tiny dataset plus ``size`` zero bytes that deflate to almost nothing."""
+    buffer = io.BytesIO(build_zip(TINY_FILES))
+    with zipfile.ZipFile(buffer, "a", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("tiny/padding.bin", b"\0" * size)
+    return buffer.getvalue()
+
+
+def understated_zip() -> bytes:
+    """The tiny dataset whose corpus declares (in the central directory, which zipfile reads)
+    fewer bytes than it holds."""
+    data = bytearray(build_zip(TINY_FILES))
+    entry = data.index(b"PK\x01\x02")  # central directory headers: size at +24, name at +46
+    while bytes(data[entry + 46 : entry + 46 + struct.unpack_from("<H", data, entry + 28)[0]]) != (
+        b"tiny/corpus.jsonl"
+    ):
+        entry = data.index(b"PK\x01\x02", entry + 4)
+    struct.pack_into("<I", data, entry + 24, 10)
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("body", "limits", "message"),
+    [
+        (
+            zeros_zip(5000),
+            ExtractLimits(max_bytes=4096),
+            r"would unpack to 5,\d{3} bytes, more than the limit of 4,096",
+        ),
+        (
+            zeros_zip(2_000_000),
+            None,
+            r"\(ratio \d[\d,]*\), more than the limit of 100 \(ExtractLimits\.max_ratio\)",
+        ),
+        (build_zip(TINY_FILES), ExtractLimits(max_members=3), r"4 members, more than the limit of 3"),
+        (understated_zip(), None, r"Bad CRC-32|unpacks to more than the 10 bytes it declares"),
+    ],
+    ids=["total_size", "compression_ratio", "member_count", "understated_member_size"],
+)
+def test_zip_bombs_are_refused_and_write_nothing(
+    server: FakeServer, tmp_path: Path, body: bytes, limits: ExtractLimits | None, message: str
+) -> None:
+    url = server.serve("/bomb.zip", body)
+    registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": None, "license": "x"}})
+    dest = tmp_path / "data"
+    with pytest.raises(DataError, match=message) as info:
+        download_dataset("tiny", dest, registry=registry, limits=limits)
+    assert str(info.value).startswith(f"{url}: ") and "\n" not in str(info.value)
+    assert names(dest) == [".tiny.lock"]
+
+
+def test_genuine_archive_within_limits_unpacks(tmp_path: Path) -> None:
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(build_zip(TINY_FILES))
+    target = tmp_path / "t"
+    target.mkdir()
+    safe_extract_zip(archive, target, limits=ExtractLimits(max_bytes=1024, max_members=4))
+    assert (target / "tiny" / "qrels" / "test.tsv").read_text(encoding="utf-8") == TINY_FILES[
+        "qrels/test.tsv"
+    ]
+
+
+@pytest.mark.parametrize("field_name", ["max_bytes", "max_members", "max_ratio"])
+@pytest.mark.parametrize("value", [0, -1, True])
+def test_extract_limits_are_validated(field_name: str, value: object) -> None:
+    with pytest.raises(ValueError, match=rf"ExtractLimits\.{field_name} must be a number >= 1"):
+        ExtractLimits(**{field_name: value})  # type: ignore[arg-type]
+
+
+def test_cli_limits_and_exit_codes(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry, url = tiny_registry(server, tmp_path, sha=False)
+    dest = tmp_path / "data"
+    assert main(["tiny", "--dest", str(dest), "--registry", str(registry), "--max-members", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {url}: 4 members, more than the limit of 2 (ExtractLimits.max_members, --max-members); "
+        "refusing the archive\n"
+    )
+    (tmp_path / "a_file").write_text("x", encoding="utf-8")
+    assert main(["tiny", "--dest", str(tmp_path / "a_file" / "d"), "--registry", str(registry)]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'a_file' / 'd'}: cannot write")
+
+
+# --------------------------------------------------------------------------- checksums on first use (issue 12)
+
+
+def test_unpublished_checksums_are_recorded_and_verified_on_every_load(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    registry, url = tiny_registry(server, tmp_path, sha=False)
+    folder = download_dataset("tiny", tmp_path / "data", registry=registry)
+    recorded = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+    assert recorded["source"] == url and recorded["dataset"] == "tiny"
+    assert recorded["archive_sha256"] == sha256(build_zip(TINY_FILES))
+    assert recorded["archive_checked_against"] is None  # trust on first use: nothing was published
+    assert recorded["files"] == {rel: sha256(text.encode("utf-8")) for rel, text in TINY_FILES.items()}
+    assert load_beir(folder).checksums_verified == tuple(sorted(TINY_FILES))
+    # a later edit is caught, naming the file and both hashes
+    qrels = folder / "qrels" / "test.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n", encoding="utf-8")
+    with pytest.raises(DataError) as info:
+        load_beir(folder)
+    message = str(info.value)
+    assert message.startswith(f"{qrels}: sha256 {sha256(qrels.read_bytes())} differs from ")
+    assert recorded["files"]["qrels/test.tsv"] in message
+
+
+def test_published_checksums_are_checked_and_recorded(server: FakeServer, tmp_path: Path) -> None:
+    body = build_zip(TINY_FILES)
+    url = server.serve("/tiny.zip", body)
+    files = {"qrels/test.tsv": sha256(TINY_FILES["qrels/test.tsv"].encode("utf-8"))}
+    registry = write_registry(
+        tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "x", "files": files}}
+    )
+    folder = download_dataset("tiny", tmp_path / "data", registry=registry)
+    recorded = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+    assert recorded["archive_checked_against"] == "registry datasets.tiny.sha256"
+    assert recorded["files_checked_against_registry"] == ["qrels/test.tsv"]
+    assert recorded["files"]["qrels/test.tsv"] == files["qrels/test.tsv"]
+
+
+def test_checksums_are_recorded_per_dataset_of_a_multi_dataset_archive(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    forums = {f"{forum}/{rel}": text for forum in ("android", "gis") for rel, text in TINY_FILES.items()}
+    url = server.serve("/cqa.zip", build_zip(forums, prefix="cqa/"))
+    registry = write_registry(tmp_path / "r.yaml", {"cqa": {"url": url, "sha256": None, "license": "x"}})
+    folder = download_dataset("cqa", tmp_path / "data", registry=registry)
+    top = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+    assert set(top["files"]) == set(forums)  # the whole archive, written before the forums' own
+    for forum in ("android", "gis"):
+        assert load_beir(folder / forum).checksums_verified == tuple(sorted(TINY_FILES))
+    (folder / "gis" / "corpus.jsonl").write_text(TINY_FILES["corpus.jsonl"] + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"gis/corpus\.jsonl: sha256 .* differs from"):
+        load_beir(folder / "gis")
+    assert load_beir(folder / "android").num_judgments == 1

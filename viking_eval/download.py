@@ -5,9 +5,22 @@ Usage: ``python -m viking_eval.download NAME [--dest DIR] [--registry PATH] [--u
 The archive is streamed to a temporary file inside the destination while its sha256 is
 computed, checked against the registry (when the registry knows the checksum), unpacked into a
 temporary folder inside the destination and only then renamed into place, so ``DEST/NAME``
-either holds a complete dataset or does not exist. Archives are untrusted input: a member that
-could land outside the target folder (absolute path, drive letter, ``..``, symlink, device) makes
-the whole archive refused before anything is written.
+either holds a complete dataset or does not exist.
+
+- **One download per dataset at a time.** A file lock ``DEST/.NAME.lock`` is held from before the
+  download until the folder is in place; a second download of the same dataset waits for the
+  first (saying so) and then finds the dataset there. Partial files a killed download left
+  (``DEST/.NAME.*.zip.part``, ``DEST/.NAME.*.unpack/``) are removed by the next download of that
+  dataset, under its lock, and only if older than the lock acquisition.
+- **Archives are untrusted input.** A member that could land outside the target folder (absolute
+  path, drive letter, ``..``, symlink, device) makes the whole archive refused before anything is
+  written; so does an archive with more members than ``ExtractLimits.max_members``, or one that
+  would unpack to more than ``max_bytes`` or more than ``max_ratio`` times its own size (zip bombs).
+  A member that yields more bytes than it declares stops the unpacking.
+- **Checksums.** The archive is checked against the registry's ``sha256`` and unpacked files
+  against its ``files:`` where they are published. Either way the sha256 of every unpacked file
+  is recorded in ``CHECKSUMS.json`` inside the dataset folder (trust on first use where nothing is
+  published), and :func:`viking_eval.data.load_beir` re-verifies them on every load.
 """
 
 from __future__ import annotations
@@ -15,29 +28,34 @@ from __future__ import annotations
 import argparse
 import hashlib
 import http.client
+import logging
 import os
 import re
 import shutil
 import stat
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from filelock import FileLock, Timeout
 from tqdm import tqdm
 
-from viking_eval.data import DATA_ENV, DataError
+from viking_eval.data import CHECKSUMS_FILE, DATA_ENV, DataError, record_checksums
 
 __all__ = [
     "DEFAULT_DEST",
     "DEFAULT_REGISTRY",
     "DownloadError",
+    "ExtractLimits",
     "Registry",
     "RegistryEntry",
     "download_dataset",
@@ -57,9 +75,29 @@ _TOP_KEYS = frozenset({"version", "datasets", "local_datasets"})
 _CHUNK = 1 << 20
 _IGNORED_TOP = frozenset({"__MACOSX"})  # resource forks some zip tools add; never data
 
+log = logging.getLogger(__name__)
+
 
 class DownloadError(OSError):
-    """The network transfer failed (HTTP error, connection error, truncated body)."""
+    """The network transfer failed (HTTP error, connection error, truncated body), the
+    destination cannot be written, or another download of the dataset holds its lock too long."""
+
+
+@dataclass(frozen=True)
+class ExtractLimits:
+    """Caps on what an archive may unpack to, against zip bombs. The defaults leave room for
+    every BEIR dataset (the largest unpack to a few GB at ratios below 10) and stop an archive
+    that would fill a disk."""
+
+    max_bytes: int = 64 * 1024**3
+    max_members: int = 10_000
+    max_ratio: float = 100.0  # unpacked bytes per archive byte
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_members", "max_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+                raise ValueError(f"ExtractLimits.{name} must be a number >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -164,7 +202,7 @@ def load_registry(path: Path | None = None) -> Registry:
 # --------------------------------------------------------------------------- safe unzip
 
 
-def _member_parts(info: zipfile.ZipInfo, archive: Path) -> list[str]:
+def _member_parts(info: zipfile.ZipInfo, archive: str) -> list[str]:
     """The path components of a member, or :class:`DataError` if it could escape the target."""
     name = info.filename
     where = f"{archive}: member {name!r}"
@@ -186,42 +224,86 @@ def _member_parts(info: zipfile.ZipInfo, archive: Path) -> list[str]:
     return parts
 
 
-def safe_extract_zip(archive: Path, target: Path) -> None:
+def _check_size(
+    archive: Path, plan: Sequence[tuple[zipfile.ZipInfo, list[str]]], limits: ExtractLimits, where: str
+) -> None:
+    """Refuse an archive whose members declare more bytes than the limits allow."""
+    declared = sum(info.file_size for info, _ in plan)
+    if declared > limits.max_bytes:
+        raise DataError(
+            f"{where}: would unpack to {declared:,} bytes, more than the limit of {limits.max_bytes:,} "
+            "(ExtractLimits.max_bytes, --max-unpacked-gb); refusing the archive (a zip bomb?)"
+        )
+    packed = max(archive.stat().st_size, 1)
+    if declared > limits.max_ratio * packed:
+        raise DataError(
+            f"{where}: would unpack {packed:,} bytes to {declared:,} (ratio {declared / packed:,.0f}), more "
+            f"than the limit of {limits.max_ratio:g} (ExtractLimits.max_ratio); refusing the archive (a zip bomb?)"
+        )
+
+
+def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, destination: Path, where: str) -> None:
+    """Write one member, never more bytes than it declares (the size checks rest on that)."""
+    written = 0
+    with zf.open(info) as source, open(destination, "xb") as sink:
+        for block in iter(lambda: source.read(_CHUNK), b""):
+            written += len(block)
+            if written > info.file_size:
+                raise DataError(
+                    f"{where}: member {info.filename!r} unpacks to more than the {info.file_size:,} bytes "
+                    "it declares; refusing the archive"
+                )
+            sink.write(block)
+
+
+def safe_extract_zip(
+    archive: Path, target: Path, *, limits: ExtractLimits | None = None, label: str | None = None
+) -> None:
     """Unpack ``archive`` into the existing, empty folder ``target``.
 
-    Every member is checked before anything is written; files are written by this function (not
-    ``ZipFile.extract``) with default permissions, and each resolved path is checked to lie
-    inside ``target`` as a second line of defence.
+    Every member is checked before anything is written, and so are the member count and the
+    declared total size (``limits``); files are written by this function (not
+    ``ZipFile.extract``) with default permissions, never past their declared size, and each
+    resolved path is checked to lie inside ``target`` as a second line of defence. Errors name
+    ``label`` (e.g. the URL the archive came from) or else the archive's path.
     """
+    limits = limits if limits is not None else ExtractLimits()
+    where = label if label is not None else str(archive)
     target_resolved = target.resolve()
     try:
         with zipfile.ZipFile(archive) as zf:
+            members = zf.infolist()
+            if len(members) > limits.max_members:
+                raise DataError(
+                    f"{where}: {len(members):,} members, more than the limit of {limits.max_members:,} "
+                    "(ExtractLimits.max_members, --max-members); refusing the archive"
+                )
             plan: list[tuple[zipfile.ZipInfo, list[str]]] = []
-            for info in zf.infolist():
-                parts = _member_parts(info, archive)
+            for info in members:
+                parts = _member_parts(info, where)
                 if not parts or parts[0] in _IGNORED_TOP:
                     continue
                 destination = target_resolved.joinpath(*parts).resolve()
                 if not destination.is_relative_to(target_resolved):
-                    raise DataError(f"{archive}: member {info.filename!r} resolves outside {target}")
+                    raise DataError(f"{where}: member {info.filename!r} resolves outside {target}")
                 plan.append((info, parts))
+            _check_size(archive, plan, limits, where)
             for info, parts in plan:
                 destination = target.joinpath(*parts)
                 if info.is_dir():
                     destination.mkdir(parents=True, exist_ok=True)
                     continue
                 destination.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as source, open(destination, "xb") as sink:
-                    shutil.copyfileobj(source, sink, _CHUNK)
+                _copy_member(zf, info, destination, where)
     except zipfile.BadZipFile as exc:
-        raise DataError(f"{archive}: not a valid zip archive: {exc}") from exc
+        raise DataError(f"{where}: not a valid zip archive: {exc}") from exc
     except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
         raise DataError(
-            f"{archive}: members collide ({exc.filename} is listed twice, or as both file and folder); "
+            f"{where}: members collide ({exc.filename} is listed twice, or as both file and folder); "
             "refusing the archive"
         ) from exc
     except (NotImplementedError, RuntimeError) as exc:
-        raise DataError(f"{archive}: cannot unpack: {exc}") from exc
+        raise DataError(f"{where}: cannot unpack: {exc}") from exc
 
 
 def _has_corpus(folder: Path) -> bool:
@@ -284,13 +366,90 @@ def _check_files(root: Path, expected: Mapping[str, str], name: str) -> None:
         path = root / rel
         if not path.is_file():
             raise DataError(
-                f"{name}: registry lists {rel!r} (files.{rel}) but the archive does not contain it"
+                f"{name}/{rel}: listed in the registry (datasets.{name}.files) but not in the archive"
             )
         actual = _sha256_file(path)
         if actual != digest:
             raise DataError(
-                f"{name}: {rel}: sha256 mismatch: expected {digest} (registry files.{rel}), got {actual}"
+                f"{name}/{rel}: sha256 mismatch: expected {digest} (registry datasets.{name}.files), got {actual}"
             )
+
+
+def _partial_pattern(name: str) -> re.Pattern[str]:
+    """Names of this dataset's temporary files and folders (``tempfile`` adds 8 characters of
+    ``[a-z0-9_]``); anchored so that ``nq`` never matches ``nq.x``'s."""
+    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.(?:zip\.part|unpack)")
+
+
+def _remove_stale_partials(dest: Path, name: str, *, before: float) -> list[Path]:
+    """Remove what a killed download of ``name`` left in ``dest``: only this dataset's partial
+    files and folders, and only those older than ``before`` (when the lock was taken)."""
+    pattern = _partial_pattern(name)
+    removed = []
+    for child in sorted(dest.iterdir()):
+        if not pattern.fullmatch(child.name):
+            continue
+        try:
+            if child.lstat().st_mtime >= before:
+                continue
+        except FileNotFoundError:
+            continue
+        log.warning("removing %s, left by an interrupted download of %s", child, name)
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+        removed.append(child)
+    return removed
+
+
+def _dataset_lock(dest: Path, name: str) -> FileLock:
+    """The lock of ``dest/name``, after checking that its file can be created (filelock retries
+    some open errors, such as permission denied, until its timeout, which never comes)."""
+    lock_path = dest / f".{name}.lock"
+    os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666))
+    return FileLock(str(lock_path))
+
+
+@contextmanager
+def _holding(lock: FileLock, name: str, timeout: float | None) -> Iterator[None]:
+    """Hold ``lock``; if another download holds it, say so once and wait (``timeout`` seconds,
+    ``None``: as long as it takes; a killed holder releases it at once)."""
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.warning(
+            "another download of %s is running (lock %s); waiting for it to finish", name, lock.lock_file
+        )
+        try:
+            lock.acquire(timeout=-1 if timeout is None else timeout)
+        except Timeout:
+            raise DownloadError(
+                f"{lock.lock_file}: another download of {name} still holds the lock after {timeout:g} s; "
+                "wait for it to finish or stop it"
+            ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _existing(target: Path, name: str) -> Path:
+    if _holds_dataset(target):
+        print(f"{target} already holds {name}; nothing to do.")
+        return target
+    raise DataError(f"{target}: exists but holds no corpus; remove it and run again")
+
+
+def _record(root: Path, **info: Any) -> None:
+    """``CHECKSUMS.json`` in the dataset folder, and in each sub-folder that is a dataset of its
+    own (CQADupStack's forums), since :func:`viking_eval.data.load_beir` reads the one beside
+    the corpus it loads."""
+    record_checksums(root, **info)
+    if not _has_corpus(root):
+        for child in sorted(root.iterdir()):
+            if child.is_dir() and _has_corpus(child):
+                record_checksums(child, **info, part_of=info.get("dataset"))
 
 
 def download_dataset(
@@ -299,12 +458,16 @@ def download_dataset(
     *,
     registry: Path | None = None,
     url: str | None = None,
+    limits: ExtractLimits | None = None,
+    lock_timeout: float | None = None,
 ) -> Path:
     """Download dataset ``name`` into ``dest/name`` and return that folder.
 
     ``url`` overrides the registry URL (a mirror); the registry checksum still applies. A name
     not in the registry can be downloaded only with an explicit ``url`` (no checksum then).
-    If ``dest/name`` already holds a corpus nothing is downloaded.
+    If ``dest/name`` already holds a corpus nothing is downloaded. ``limits`` caps unpacking
+    (:class:`ExtractLimits`); ``lock_timeout`` bounds the wait for another download of the same
+    dataset (``None``: wait until it ends).
     """
     if not _NAME_RE.fullmatch(name):
         raise DataError(f"dataset name {name!r} must be a plain folder name matching {_NAME_RE.pattern}")
@@ -313,30 +476,53 @@ def download_dataset(
     if entry is None and url is None:
         if name in reg.local_names:
             raise DataError(
-                f"{name!r} is a shared local dataset, not a download: point {DATA_ENV} at the folder "
+                f"{registry or DEFAULT_REGISTRY}: {name!r} is a shared local dataset, not a download: point {DATA_ENV} at the folder "
                 f"that holds {name}/ (e.g. export {DATA_ENV}=../shared/datasets)"
             )
         raise DataError(
-            f"{name!r} is not in the registry {registry or DEFAULT_REGISTRY}; "
+            f"{registry or DEFAULT_REGISTRY}: {name!r} is not in the registry; "
             f"known: {', '.join(sorted(reg.datasets))}"
         )
     source = url if url is not None else entry.url if entry is not None else None
     if source is None:
         notes = entry.notes if entry is not None else ""
         raise DataError(
-            f"{name!r} has no public download URL (registry datasets.{name}.url is null). {notes}"
+            f"{registry or DEFAULT_REGISTRY}: {name!r} has no public download URL "
+            f"(datasets.{name}.url is null). {notes}".rstrip()
         )
     expected_sha = entry.sha256 if entry is not None else None
+    expected_files = dict(entry.files) if entry is not None else {}
 
     dest = Path(dest)
     target = dest / name
     if target.exists():
-        if _holds_dataset(target):
-            print(f"{target} already holds {name}; nothing to do.")
-            return target
-        raise DataError(f"{target} exists but holds no corpus; remove it and run again")
-    dest.mkdir(parents=True, exist_ok=True)
+        return _existing(target, name)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        lock = _dataset_lock(dest, name)
+    except OSError as exc:
+        raise DownloadError(
+            f"{dest}: cannot write the destination folder ({exc.strerror or exc}); pass --dest a writable folder"
+        ) from exc
+    with _holding(lock, name, lock_timeout):
+        if target.exists():  # the download we waited for put it there
+            return _existing(target, name)
+        _remove_stale_partials(dest, name, before=time.time())
+        _fetch_and_unpack(name, source, target, expected_sha, expected_files, limits)
+    return target
 
+
+def _fetch_and_unpack(
+    name: str,
+    source: str,
+    target: Path,
+    expected_sha: str | None,
+    expected_files: Mapping[str, str],
+    limits: ExtractLimits | None,
+) -> None:
+    """Download, verify and unpack into a temporary folder beside ``target``, then rename it
+    into place: ``target`` never holds a partial dataset. The caller holds the dataset's lock."""
+    dest = target.parent
     fd, part_name = tempfile.mkstemp(dir=dest, prefix=f".{name}.", suffix=".zip.part")
     os.close(fd)
     archive = Path(part_name)
@@ -346,32 +532,43 @@ def download_dataset(
         actual_sha = _stream(source, archive, desc=name)
         if expected_sha is not None and actual_sha != expected_sha:
             raise DataError(
-                f"{name}: sha256 mismatch for {source}: expected {expected_sha} "
-                f"(registry datasets.{name}.sha256), got {actual_sha}"
+                f"{source}: sha256 mismatch: expected {expected_sha} (registry datasets.{name}.sha256), "
+                f"got {actual_sha}; the download is damaged or the file changed upstream"
             )
-        if expected_sha is None:
-            print(f"note: no sha256 for {name} in the registry; downloaded archive sha256 = {actual_sha}")
         content = unpack_dir / "content"  # mkdtemp makes 0700 folders; this one gets the umask's mode
         content.mkdir()
-        safe_extract_zip(archive, content)
+        safe_extract_zip(archive, content, limits=limits, label=source)
         root = _content_root(content)
         if not _holds_dataset(root):
             raise DataError(f"{source}: the archive holds no corpus.jsonl[.gz]; not a BEIR dataset")
-        if entry is not None and entry.files:
-            _check_files(root, entry.files, name)
+        if expected_files:
+            _check_files(root, expected_files, name)
+        _record(
+            root,
+            dataset=name,
+            source=source,
+            archive_sha256=actual_sha,
+            archive_checked_against=f"registry datasets.{name}.sha256" if expected_sha else None,
+            files_checked_against_registry=sorted(expected_files),
+        )
+        if expected_sha is None:
+            print(
+                f"note: no sha256 for {name} in the registry; downloaded archive sha256 = {actual_sha} "
+                f"(file checksums recorded in {target / CHECKSUMS_FILE})"
+            )
         root.rename(target)
     finally:
         archive.unlink(missing_ok=True)
         if unpack_dir is not None:
             shutil.rmtree(unpack_dir, ignore_errors=True)
-    return target
 
 
 # --------------------------------------------------------------------------- CLI
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry; returns the process exit code (0 ok, 1 error)."""
+    """Command-line entry; returns the process exit code: 0 ok, 2 bad input (registry, archive,
+    checksum), 1 a failed transfer or an unwritable destination. Errors are one line on stderr."""
     parser = argparse.ArgumentParser(
         prog="python -m viking_eval.download",
         description="Download a public BEIR dataset listed in datasets/registry.yaml.",
@@ -385,6 +582,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--url", default=None, help="download from this URL instead (a mirror)")
     parser.add_argument("--list", action="store_true", help="list the registry and exit")
+    defaults = ExtractLimits()
+    parser.add_argument(
+        "--max-unpacked-gb",
+        type=float,
+        default=defaults.max_bytes / 1024**3,
+        help=f"refuse archives that unpack to more (default: {defaults.max_bytes / 1024**3:g})",
+    )
+    parser.add_argument(
+        "--max-members",
+        type=int,
+        default=defaults.max_members,
+        help=f"refuse archives with more members (default: {defaults.max_members})",
+    )
     args = parser.parse_args(argv)
     try:
         if args.list:
@@ -397,8 +607,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not args.name:
             parser.error("NAME is required (or use --list)")
-        folder = download_dataset(args.name, args.dest, registry=args.registry, url=args.url)
-    except (DataError, DownloadError) as exc:
+        try:
+            limits = ExtractLimits(
+                max_bytes=int(args.max_unpacked_gb * 1024**3), max_members=args.max_members
+            )
+        except ValueError as exc:
+            parser.error(str(exc))
+        folder = download_dataset(args.name, args.dest, registry=args.registry, url=args.url, limits=limits)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # DownloadError, and anything else the file system says
         print(f"error: {exc}", file=sys.stderr)
         return 1
     parent = folder.resolve().parent
