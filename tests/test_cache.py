@@ -219,3 +219,12 @@ def test_staging_left_by_a_killed_build_is_removed_on_the_next_build(tmp_path: P
     assert alive.is_dir() and cache.stale_removed == 2
     names = sorted(p.name for p in parent.iterdir())
     assert names == sorted([key, f"{key}.lock", alive.name])
+
+
+def test_a_cache_root_the_system_cannot_look_at_falls_back(tmp_path: Path) -> None:
+    # stat() on a 300-character name fails with ENAMETOOLONG (not "does not exist"), for root too
+    cache = ArtifactCache(tmp_path / ("x" * 300))
+    folder = cache.get_or_build("things", "f" * 64, write_payload)
+    assert (folder / "payload.txt").is_file()
+    assert cache.describe()["cache_fallback"] is True
+    assert "File name too long" in str(cache.fallback_reason)

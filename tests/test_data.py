@@ -862,3 +862,20 @@ def test_unreadable_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
         load_queries(folder / "queries.jsonl")
     assert str(info.value) == f"{folder / 'queries.jsonl'}: file not found"
+
+
+def test_paths_the_system_cannot_look_at_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # stat() on a 300-character name fails with ENAMETOOLONG, which is not "missing": for root too
+    too_long = tmp_path / ("x" * 300)
+    with pytest.raises(DataError) as info:
+        load_beir(too_long)
+    assert str(info.value) == f"{too_long}: cannot read: File name too long"
+    assert info.value.path == too_long
+    # looked up by name, such a folder is only not found, and does not hide the other folders
+    found = make_beir(tmp_path / "ok" / "tiny")
+    monkeypatch.setenv("VIKING_EVAL_DATA", f"{too_long}:{tmp_path / 'ok'}")
+    assert resolve_dataset("tiny", tmp_path / "repo") == found
+    with pytest.raises(DataError, match=r"^x{300}: dataset not found"):
+        resolve_dataset("x" * 300, tmp_path / "repo")

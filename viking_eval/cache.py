@@ -209,14 +209,16 @@ class ArtifactCache:
     def _valid(self, folder: Path, *, report: bool = True) -> bool:
         """Whether ``folder`` is a complete, uncorrupted entry; ``report`` logs and counts a
         corrupt one (done once, under the lock, right before it is rebuilt)."""
-        if not folder.is_dir():
-            return False
         try:
+            if not folder.is_dir():
+                return False
             verify_manifest(folder)
         except CorruptCacheEntry as error:
             if report:
                 log.warning("cache entry %s is corrupt (%s); rebuilding it", folder, error)
                 self.rebuilt_corrupt += 1
+            return False
+        except OSError:  # a folder or file that cannot be looked at (permission, name too long)
             return False
         return True
 

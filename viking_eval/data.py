@@ -19,9 +19,9 @@ Rules beyond JSON well-formedness, and why:
 - **Query text** must not be empty or blank: a query without words cannot be answered, would score
   0 in every mean and skew it, and makes some retrievers fail deep inside. It is refused at load
   (``<file>:<line>: query '<id>' has empty text``) rather than skipped with a warning, because a
-  skipped query changes the denominator of every mean as silently. No BEIR dataset and none of the
-  shared datasets has such a query. Empty *documents* are legal (they are counted in
-  :class:`DataIssues`): a corpus may hold them and they simply never match.
+  skipped query changes the denominator of every mean as silently. None of the shared datasets has
+  such a query. Empty *documents* are legal (they are counted in :class:`DataIssues`): a corpus
+  may hold them and they simply never match.
 - **Checksums**: a folder written by ``python -m viking_eval.download`` holds ``CHECKSUMS.json``
   (the sha256 of every file as downloaded: trust on first use where the registry publishes none).
   :func:`load_beir` re-verifies every file listed there and refuses a file that changed. A folder
@@ -38,10 +38,11 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 import warnings
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,36 @@ def data_search_path(repo_datasets: Path | None = None) -> list[Path]:
     return unique
 
 
+def _is_dir(path: Path) -> bool:
+    """``path.is_dir()``, but a path the system cannot look at (permission denied, a name too
+    long) is a :class:`DataError` naming it instead of a traceback."""
+    try:
+        return stat.S_ISDIR(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise _error(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, with the same errors as :func:`_is_dir`."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise _error(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _quietly(check: Callable[[Path], bool], path: Path) -> bool:
+    """``check(path)``, False where the path cannot be looked at (for searching by name: one
+    unreadable folder must not hide the others)."""
+    try:
+        return check(path)
+    except (DataError, OSError):
+        return False
+
+
 def _find_corpus_file(folder: Path) -> Path | None:
     """``corpus.jsonl`` or ``corpus.jsonl.gz`` in ``folder``; both present is ambiguous."""
     plain, gz = folder / "corpus.jsonl", folder / "corpus.jsonl.gz"
@@ -214,22 +245,27 @@ def _find_corpus_file(folder: Path) -> Path | None:
 
 
 def _one_of(plain: Path, gz: Path) -> Path | None:
-    if plain.is_file() and gz.is_file():
+    has_plain, has_gz = _is_file(plain), _is_file(gz)
+    if has_plain and has_gz:
         raise _error(gz, f"both {plain.name} and {gz.name} exist; keep one so it is clear which is read")
-    if plain.is_file():
+    if has_plain:
         return plain
-    if gz.is_file():
+    if has_gz:
         return gz
     return None
 
 
 def _dataset_names(folder: Path) -> list[str]:
     """Sub-folders of ``folder`` that hold a corpus file (i.e. look like BEIR datasets)."""
-    if not folder.is_dir():
+    if not _quietly(_is_dir, folder):
         return []
     names = []
-    for child in folder.iterdir():
-        if child.is_dir() and ((child / "corpus.jsonl").is_file() or (child / "corpus.jsonl.gz").is_file()):
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return []
+    for child in children:
+        if _quietly(_is_file, child / "corpus.jsonl") or _quietly(_is_file, child / "corpus.jsonl.gz"):
             names.append(child.name)
     return sorted(names)
 
@@ -240,14 +276,16 @@ def resolve_dataset(name_or_path: str, repo_datasets: Path | None = None) -> Pat
     if not name_or_path or not name_or_path.strip():
         raise DataError("dataset name is empty; give a dataset name (e.g. 'scifact') or a folder path")
     as_path = Path(name_or_path).expanduser()
-    if as_path.is_dir():
+    if _quietly(_is_dir, as_path):
         return as_path
     folders = data_search_path(repo_datasets)
     for folder in folders:
         candidate = folder / name_or_path
-        if candidate.is_dir():
+        if _quietly(_is_dir, candidate):
             return candidate
-    searched = "\n".join(f"  {folder}{'' if folder.is_dir() else '  (does not exist)'}" for folder in folders)
+    searched = "\n".join(
+        f"  {folder}{'' if _quietly(_is_dir, folder) else '  (does not exist)'}" for folder in folders
+    )
     found = sorted({name for folder in folders for name in _dataset_names(folder)})
     # the first line alone says what is wrong and what to do; the folders follow for detail
     raise DataError(
@@ -560,7 +598,7 @@ def read_checksums(folder: Path) -> dict[str, str] | None:
     the folder has none. A file that is not valid, or names a path outside the folder, is a
     :class:`DataError`."""
     path = Path(folder) / CHECKSUMS_FILE
-    if not path.is_file():
+    if not _is_file(path):
         return None
     try:
         raw = json.loads(_read_bytes(path).decode("utf-8"))
@@ -615,7 +653,7 @@ def _verify_checksums(folder: Path, read: Mapping[str, str]) -> tuple[str, ...]:
         path = folder / rel
         actual = read.get(rel)
         if actual is None:
-            if not path.is_file():
+            if not _is_file(path):
                 raise _error(
                     path,
                     f"listed in {checksums} but missing; download the dataset again "
@@ -652,7 +690,7 @@ def load_beir(
     listed in the folder's ``CHECKSUMS.json`` are verified before anything is parsed.
     """
     folder = Path(folder)
-    if not folder.is_dir():
+    if not _is_dir(folder):
         raise _error(
             folder, "not a directory (expected a BEIR folder with corpus.jsonl, queries.jsonl, qrels/)"
         )
@@ -666,9 +704,9 @@ def load_beir(
     if queries_path is None:
         raise _error(folder, "no queries.jsonl or queries.jsonl.gz")
     qrels_path = folder / "qrels" / f"{split}.tsv"
-    if not qrels_path.is_file():
+    if not _is_file(qrels_path):
         available = (
-            sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+            sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if _is_dir(folder / "qrels") else []
         )
         raise _error(
             qrels_path,
