@@ -25,7 +25,7 @@ from retrievers.store import (
     StoreConfig,
 )
 from retrievers.timeparse import TimestampConfig
-from retrievers.tuned import TunedFileError, load_tuned
+from retrievers.tuned import TunedFileError, build_tuned_store, load_tuned
 from retrievers.types import (
     ContextNode,
     Document,
@@ -76,5 +76,6 @@ __all__ = [
     "TimestampConfig",
     "TunedFileError",
     "TypedQuery",
+    "build_tuned_store",
     "load_tuned",
 ]

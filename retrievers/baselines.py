@@ -33,7 +33,10 @@ class BM25Retriever(Retriever):
         return False
 
     def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
-        return [Candidates.of(scores, rows) for scores, rows in self.store.bm25.search(list(queries), depth, mask=self.mask)]
+        return [
+            Candidates.of(scores, rows)
+            for scores, rows in self.store.bm25.search(list(queries), depth, mask=self.mask)
+        ]
 
 
 @dataclass(frozen=True)
@@ -54,4 +57,7 @@ class DenseRetriever(Retriever):
 
     def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         assert vectors is not None
-        return [Candidates.of(scores, rows) for scores, rows in self.store.vectors.search(vectors, depth, mask=self.mask)]
+        return [
+            Candidates.of(scores, rows)
+            for scores, rows in self.store.vectors.search(vectors, depth, mask=self.mask)
+        ]

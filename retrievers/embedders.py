@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.params import is_int
+from retrievers.params import check_int, is_int
 from retrievers.text import fit_tfidf
 
 if TYPE_CHECKING:
@@ -391,14 +391,10 @@ class TfidfEmbedder:
         min_df: int = 1,
         max_features: int | None = 100_000,
     ) -> None:
-        if not is_int(dim) or dim < 1:
-            raise ValueError(f"dim must be an int >= 1, got {dim!r}")
-        if not is_int(seed) or not 0 <= seed < 2**32:
-            raise ValueError(f"seed must be an int in [0, 2**32 - 1], got {seed!r}")
-        if not is_int(min_df) or min_df < 1:
-            raise ValueError(f"min_df must be an int >= 1 (a document count), got {min_df!r}")
-        if max_features is not None and (not is_int(max_features) or max_features < 1):
-            raise ValueError(f"max_features must be an int >= 1 or None (no limit), got {max_features!r}")
+        dim = int(check_int("dim", dim, 1) or 0)
+        seed = int(check_int("seed", seed, 0, 2**32 - 1) or 0)
+        min_df = int(check_int("min_df", min_df, 1) or 0)
+        max_features = check_int("max_features", max_features, 1, nullable=True)
         self.requested_dim = dim
         self.seed = seed
         self.min_df = min_df

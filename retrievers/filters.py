@@ -117,7 +117,6 @@ class MetadataFilter(Params):
         return self.doc_ids is None and not self.metadata and self.time_range is None
 
 
-
 def _warn(message: str) -> None:
     log.warning("%s", message)
     warnings.warn(message, FilterWarning, stacklevel=3)

@@ -47,7 +47,7 @@ from retrievers.types import Embedder, Reranker, RetrievalResult
 if TYPE_CHECKING:
     from retrievers.store import ContextStore
 
-__all__ = ["Candidates", "Retriever", "RetrieverParams", "check_query", "check_embedder"]
+__all__ = ["Candidates", "Retriever", "RetrieverParams", "check_embedder", "check_query"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -67,6 +67,11 @@ def check_query(query: object) -> str:
 def check_embedder(embedder: Embedder | None, store: ContextStore, who: str) -> Embedder:
     """``embedder`` if it is the one the store was built with (same ``name``: model and weights
     fingerprint), else ValueError saying why; ``who`` names what needs it."""
+    if not store.has_vectors:
+        raise ValueError(
+            f"{who} searches vectors, but the store was built without an embedder (no embeddings); "
+            "build the store with the embedder this retriever should use"
+        )
     if embedder is None:
         raise ValueError(f"{who} needs an embedder (the one the store was built with); pass embedder=")
     name = getattr(embedder, "name", None)
@@ -82,7 +87,8 @@ class RetrieverParams(Params):
     """The kernel's parameters, shared by every family."""
 
     filters: MetadataFilter | None = param(
-        None, doc="restrict every search before top-k: {doc_ids, metadata, time_range} (retrievers/filters.py)"
+        None,
+        doc="restrict every search before top-k: {doc_ids, metadata, time_range} (retrievers/filters.py)",
     )
     reranker: Any = param(None, doc="an object with rerank(query, candidates, texts) (retrievers/rerank/)")
     rerank_depth: int | None = param(
@@ -95,7 +101,9 @@ class RetrieverParams(Params):
 
     def check(self) -> None:
         if self.reranker is not None and not callable(getattr(self.reranker, "rerank", None)):
-            raise self.fail("reranker", f"must be null or an object with a rerank() method, got {self.reranker!r}")
+            raise self.fail(
+                "reranker", f"must be null or an object with a rerank() method, got {self.reranker!r}"
+            )
 
 
 @dataclass
@@ -149,7 +157,9 @@ class Retriever:
         if params is None:
             params = self.Params.from_dict(values)
         elif not isinstance(params, self.Params):
-            raise ParamError("params", f"params must be a {self.Params.__name__}, got {type(params).__name__}")
+            raise ParamError(
+                "params", f"params must be a {self.Params.__name__}, got {type(params).__name__}"
+            )
         self.params = params
         self.store = store
         self.embedder: Embedder | None = (
@@ -260,8 +270,10 @@ class Retriever:
         store = self.store
         pool = self._pool_size(top_k)
         if store.chunked:
-            hits = settled if settled is not None else resolve_parents(
-                store.parent_of, candidates.rows, candidates.scores
+            hits = (
+                settled
+                if settled is not None
+                else resolve_parents(store.parent_of, candidates.rows, candidates.scores)
             )
             hits = hits.head(pool)
             doc_rows = hits.parents
@@ -315,4 +327,3 @@ class Retriever:
                 provenance["stats"] = stats
             results.append(RetrievalResult(doc_id=doc_ids[i], score=float(final[i]), provenance=provenance))
         return results
-

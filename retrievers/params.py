@@ -28,7 +28,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from typing import Any, ClassVar, Literal, TypeGuard, TypeVar, Union
 
 import numpy as np
 
@@ -56,12 +56,12 @@ class ParamError(ValueError):
         self.key = key
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
     """An integer that is not a bool (numpy integers count)."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float | np.integer[Any] | np.floating[Any]]:
     """A real number that is not a bool (numpy numbers count)."""
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
         value, bool | np.bool_
@@ -92,12 +92,12 @@ def check_int(
     """``value`` as an int in [low, high] (None allowed with ``nullable``), else ParamError."""
     if value is None and nullable:
         return None
-    if not is_int(value) or not _inside(int(value), low, high, False, False):  # type: ignore[call-overload]
+    if not is_int(value) or not _inside(int(value), low, high, False, False):
         suffix = " or null" if nullable else ""
         raise ParamError(
             name, f"{name} must be an integer in {_interval(low, high, False, False)}{suffix}, got {value!r}"
         )
-    return int(value)  # type: ignore[call-overload]
+    return int(value)
 
 
 def check_number(
@@ -112,8 +112,8 @@ def check_number(
 ) -> float:
     """``value`` as a float inside the interval (finite unless ``finite=False``), else ParamError."""
     ok = is_number(value)
-    if ok:
-        number = float(value)  # type: ignore[arg-type]
+    if is_number(value):
+        number = float(value)
         ok = (math.isfinite(number) or (not finite and not math.isnan(number))) and _inside(
             number, low, high, low_open, high_open
         )
@@ -123,7 +123,7 @@ def check_number(
         raise ParamError(
             name, f"{name} must be a number in {_interval(low, high, low_open, high_open)}, got {value!r}"
         )
-    return float(value)  # type: ignore[arg-type]
+    return float(value)  # type: ignore[arg-type]  # checked: a real number
 
 
 def check_choice(name: str, value: object, choices: Sequence[object]) -> Any:
@@ -290,7 +290,9 @@ def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
         if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence | np.ndarray):
             raise ParamError(name, f"{name} must be a list, got {value!r}")
         items = tuple(
-            _convert(f"{name}[{i}]", item_hint, item, ParamSpec(choices=spec.choices, non_empty=spec.non_empty))
+            _convert(
+                f"{name}[{i}]", item_hint, item, ParamSpec(choices=spec.choices, non_empty=spec.non_empty)
+            )
             for i, item in enumerate(value)
         )
         if spec.non_empty and not items:
@@ -299,7 +301,9 @@ def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
             raise ParamError(name, f"{name} has repeats: {list(items)}")
         if spec.low is not None or spec.high is not None:
             for i, item in enumerate(items):
-                if is_number(item) and not _inside(float(item), spec.low, spec.high, spec.low_open, spec.high_open):
+                if is_number(item) and not _inside(
+                    float(item), spec.low, spec.high, spec.low_open, spec.high_open
+                ):
                     interval = _interval(spec.low, spec.high, spec.low_open, spec.high_open)
                     raise ParamError(name, f"{name}[{i}] must be in {interval}, got {item!r}")
         return items
@@ -386,7 +390,9 @@ class Params:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (tuples as lists, nested Params as mappings)."""
-        return {field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self) if field.init}
+        return {
+            field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self) if field.init
+        }
 
     def replace(self: P, **changes: Any) -> P:
         return dataclasses.replace(self, **changes)

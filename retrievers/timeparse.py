@@ -150,7 +150,6 @@ class TimestampConfig(Params):
         except ValueError as error:
             raise self.fail("default_timezone", f"is not a time zone: {error}") from None
 
-
     @property
     def tz(self) -> tzinfo:
         return parse_timezone(self.default_timezone)

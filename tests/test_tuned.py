@@ -110,27 +110,108 @@ def test_load_tuned_works_on_a_minimal_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"retriever": {"class": "os.system", "params": {}}}, "not a class of the retrievers public API"),
-        ({"retriever": {"class": "ContextStore", "params": {}}}, "is not a retriever"),
-        ({"embedder": {"class": "eval", "params": {}}}, "not a class of the retrievers public API"),
+        (
+            {"retriever": {"class": "os.system", "params": {}}},
+            r"'os.system' is not a tunable retriever; allowed: \[",
+        ),
+        ({"retriever": {"class": "ContextStore", "params": {}}}, "'ContextStore' is not a tunable retriever"),
+        ({"embedder": {"class": "eval", "params": {}}}, "'eval' is not a tunable embedder"),
         (
             {"retriever": {"class": "DenseRetriever", "params": {"query_batch_size": 0}}},
-            r"query_batch_size must be in \[1, 65536\]",
+            r"retriever: query_batch_size must be an integer in \[1, 65536\], got 0",
         ),
         (
             {"retriever": {"class": "DenseRetriever", "params": {"colour": 1}}},
             r"unknown key\(s\) \['colour'\]",
         ),
         (
-            {"embedder": {"class": "TfidfEmbedder", "params": {"dim": 4}, "name": "tfidf-svd:other"}},
+            {
+                "retriever": {"class": "DenseRetriever", "params": {}},
+                "embedder": {"class": "TfidfEmbedder", "params": {"dim": 4}, "name": "tfidf-svd:other"},
+            },
             "fingerprint differs",
         ),
         ({"format": 99}, "format 99 is not supported"),
+        (
+            {"embedder": {"class": "SentenceTransformerEmbedder", "params": {"device": "cuda:7"}}},
+            r"embedder.params \['device'\] cannot come from a tuned file",
+        ),
+        # the security case: a tuned file must not choose an endpoint and the environment variable
+        # whose value is sent to it
+        (
+            {
+                "retriever": {
+                    "class": "BM25Retriever",
+                    "params": {
+                        "reranker": {
+                            "class": "LLMReranker",
+                            "params": {
+                                "base_url": "http://attacker.example",
+                                "model": "m",
+                                "api_key_env": "HOME",
+                            },
+                        }
+                    },
+                }
+            },
+            "'LLMReranker' cannot be built from a tuned file",
+        ),
+        (
+            {
+                "store": {
+                    "edges": {
+                        "llm": {"base_url": "http://attacker.example", "model": "m", "api_key_env": "HOME"}
+                    }
+                }
+            },
+            "store.edges.llm calls an LLM endpoint while building",
+        ),
     ],
 )
 def test_load_tuned_rejects_bad_files(tmp_path: Path, changes: dict[str, object], message: str) -> None:
     with pytest.raises(TunedFileError, match=message):
         load_tuned(_tuned(tmp_path, **changes), documents=DOCS)
+
+
+def test_a_bm25_tuned_file_demands_no_embedder(tmp_path: Path) -> None:
+    # tuned elsewhere: its TF-IDF fingerprint is of another corpus, and BM25 never uses it
+    path = _tuned(
+        tmp_path, embedder={"class": "TfidfEmbedder", "params": {"dim": 4}, "name": "tfidf-svd:other"}
+    )
+    retriever = load_tuned(path, documents=DOCS)
+    assert not retriever.store.has_vectors  # type: ignore[attr-defined]
+    assert [r.doc_id for r in retriever.retrieve("frog", 3)] == ["c"]
+
+
+def test_documents_may_be_beir_mappings_and_nothing_else(tmp_path: Path) -> None:
+    path = _tuned(tmp_path)
+    plain = [{"_id": d.id, "title": d.title, "text": d.text} for d in DOCS]
+    assert load_tuned(path, documents=plain).retrieve("whale", 3) == load_tuned(
+        path, documents=DOCS
+    ).retrieve("whale", 3)
+    with pytest.raises(TunedFileError, match=r"documents\[1\] must be a retrievers.Document or a mapping"):
+        load_tuned(path, documents=[plain[0], {"id": "b", "text": "x"}])
+    with pytest.raises(TunedFileError, match="documents is empty"):
+        load_tuned(path, documents=[])
+    with pytest.raises(TunedFileError, match=r"exactly one of documents= .* or store="):
+        load_tuned(path)
+
+
+def test_store_built_once_saved_loaded_and_checked_against_the_tuned_settings(tmp_path: Path) -> None:
+    from retrievers import ContextStore, StoreConfig, build_tuned_store
+
+    path = _tuned(tmp_path, retriever={"class": "DenseRetriever", "params": {}})
+    built = build_tuned_store(path, DOCS)
+    built.save(tmp_path / "store")
+    store = ContextStore.load(tmp_path / "store")
+    # TF-IDF is refitted on the store's own documents (no embedder= needed, no NotFittedError)
+    served = load_tuned(path, store=store)
+    assert served.retrieve("blue whale", 3) == load_tuned(path, documents=DOCS).retrieve("blue whale", 3)
+    other = ContextStore.build(DOCS, None, StoreConfig.from_dict({"bm25": {"k1": 1.2, "b": 0.4}}))
+    bm25_path = _tuned(tmp_path)
+    with pytest.raises(TunedFileError, match=r"built with other settings than the tuned ones .*store.bm25"):
+        load_tuned(bm25_path, store=other)
+    assert load_tuned(bm25_path, store=other, allow_store_mismatch=True).retrieve("frog", 1)[0].doc_id == "c"
 
 
 def test_load_tuned_missing_fields(tmp_path: Path) -> None:

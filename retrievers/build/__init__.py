@@ -35,15 +35,34 @@ def _check_unique(documents: list[Document]) -> None:
 
 def build_store(
     documents: Iterable[Document],
-    embedder: Embedder,
+    embedder: Embedder | None,
     config: StoreConfig | None = None,
     *,
     show_progress: bool = False,
     source_folder: Path | None = None,
 ) -> ContextStore:
     """Embed and index ``documents`` (title and text joined as BEIR does). ``source_folder`` is
-    the dataset folder, where components find extra files (the tree's summaries)."""
+    the dataset folder, where components find extra files (the tree's summaries). Without an
+    ``embedder`` the store has no embeddings and serves lexical retrievers only (a tree and
+    similarity or LLM-neighbour edges need one)."""
     config = config or StoreConfig()
+    if embedder is None:
+        needs = [
+            name
+            for name, needed in (
+                ("store.hierarchy", config.hierarchy is not None),
+                ("store.edges.similar_to", config.edges is not None and config.edges.similar_to is not None),
+                (
+                    "store.edges.llm (batching: neighbours)",
+                    config.edges is not None
+                    and config.edges.llm is not None
+                    and config.edges.llm.batching == "neighbours",
+                ),
+            )
+            if needed
+        ]
+        if needs:
+            raise ValueError(f"{', '.join(needs)} need document embeddings: give an embedder")
     ordered = sorted(documents, key=lambda doc: doc.id)
     if not ordered:
         raise ValueError("cannot build a store from an empty corpus")
@@ -56,7 +75,11 @@ def build_store(
     texts = [doc.full_text for doc in ordered]
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    embeddings = np.ascontiguousarray(embedder.encode(texts, kind="document"), dtype=np.float32)
+    embeddings = (
+        None
+        if embedder is None
+        else np.ascontiguousarray(embedder.encode(texts, kind="document"), dtype=np.float32)
+    )
     seconds["embed"] = time.perf_counter() - start
     start = time.perf_counter()
     bm25 = BM25Index.build(
@@ -71,11 +94,17 @@ def build_store(
     seconds["bm25"] = time.perf_counter() - start
     tree = None
     if config.hierarchy is not None:
+        assert embedder is not None and embeddings is not None  # checked above
         start = time.perf_counter()
         tree = build_tree(ordered, embeddings, embedder, config.hierarchy, source_folder=source_folder)
         seconds["hierarchy"] = time.perf_counter() - start
     store = ContextStore(
-        ordered, embeddings, bm25, embedder_name=embedder.name, config=config, build_seconds=seconds
+        ordered,
+        embeddings,
+        bm25,
+        embedder_name="" if embedder is None else embedder.name,
+        config=config,
+        build_seconds=seconds,
     )
     if parents is not None:
         parent_index = {doc.id: index for index, doc in enumerate(parents)}

@@ -375,9 +375,7 @@ def embed_directories(
     embedder in one call, as documents.
     """
     if directory_vector not in ("abstract", "centroid"):
-        raise TreeError(
-            f"directory_vector must be one of ['abstract', 'centroid'], got {directory_vector!r}"
-        )
+        raise TreeError(f"directory_vector must be one of ['abstract', 'centroid'], got {directory_vector!r}")
     tree = ContextTree(nodes, info=info)
     matrix = np.asarray(doc_vectors)
     rows = tree.leaf_rows(row_of)

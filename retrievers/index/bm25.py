@@ -28,7 +28,6 @@ IndexArray = npt.NDArray[np.int64]
 Hits = list[tuple[Float32Array, IndexArray]]
 
 
-
 # --------------------------------------------------------------------------------------------
 
 #: bm25s scoring variants (Kamphuis et al., ECIR 2020). With N documents, df documents holding the

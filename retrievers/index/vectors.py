@@ -27,7 +27,6 @@ BoolArray = npt.NDArray[np.bool_]
 Hits = list[tuple[Float32Array, IndexArray]]
 
 
-
 # --------------------------------------------------------------------------------------------
 
 #: Queries are multiplied against the corpus in blocks of exactly this many rows (the last block
@@ -182,5 +181,3 @@ class ExactVectorIndex:
             stop = min(start + chunk_size, self.size)
             out[start:stop] = (self._vectors[start:stop] @ block.T)[:, 0]
         return out
-
-

@@ -81,7 +81,6 @@ class StoreConfig(Params):
     #: parent-child chunks; None = whole documents
     chunking: ChunkingConfig | None = param(None)
 
-
     def input_files(self, source_folder: Path | None) -> list[Path]:
         """Files a build reads besides the corpus (e.g. the tree's summaries file); their content
         belongs in the store's cache key."""

@@ -33,19 +33,22 @@ STORE_FORMAT = 2
 
 
 class ContextStore:
-    """Documents, their embeddings (one float32 matrix, rows = documents) and a BM25 index."""
+    """Documents, their embeddings (one float32 matrix, rows = documents) and a BM25 index.
+
+    A store built without an embedder (``embeddings=None``, ``embedder_name=""``) serves lexical
+    retrievers only; asking it for vectors raises a ValueError that says so."""
 
     def __init__(
         self,
         documents: list[Document],
-        embeddings: np.ndarray,
+        embeddings: np.ndarray | None,
         bm25: BM25Index,
         *,
         embedder_name: str,
         config: StoreConfig,
         build_seconds: Mapping[str, float] | None = None,
     ) -> None:
-        if embeddings.ndim != 2 or embeddings.shape[0] != len(documents):
+        if embeddings is not None and (embeddings.ndim != 2 or embeddings.shape[0] != len(documents)):
             raise ValueError(f"embeddings shape {embeddings.shape} does not match {len(documents)} documents")
         if bm25.size != len(documents):
             raise ValueError(f"BM25 index has {bm25.size} documents, store has {len(documents)}")
@@ -54,8 +57,8 @@ class ContextStore:
         if any(a >= b for a, b in itertools.pairwise(self.doc_ids)):
             raise ValueError("store documents must be sorted by id without duplicates")
         self.row_of = {doc_id: row for row, doc_id in enumerate(self.doc_ids)}
-        self.embeddings = embeddings
-        self.vectors = ExactVectorIndex(embeddings)
+        self._embeddings = embeddings
+        self._vectors = None if embeddings is None else ExactVectorIndex(embeddings)
         self.bm25 = bm25
         self.embedder_name = embedder_name
         self.config = config
@@ -110,6 +113,31 @@ class ContextStore:
         return len(self.documents)
 
     @property
+    def has_vectors(self) -> bool:
+        """Whether the store holds document embeddings (it was built with an embedder)."""
+        return self._embeddings is not None
+
+    def _no_vectors(self) -> ValueError:
+        return ValueError(
+            "this store has no embeddings (it was built without an embedder): only lexical "
+            "retrievers (BM25) can search it; build it with an embedder for vector search"
+        )
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """Document embeddings, float32 ``(rows, dim)``, L2-normalised (memory-mapped when loaded)."""
+        if self._embeddings is None:
+            raise self._no_vectors()
+        return self._embeddings
+
+    @property
+    def vectors(self) -> ExactVectorIndex:
+        """Exact inner-product search over :attr:`embeddings`."""
+        if self._vectors is None:
+            raise self._no_vectors()
+        return self._vectors
+
+    @property
     def dim(self) -> int:
         return int(self.embeddings.shape[1])
 
@@ -140,7 +168,7 @@ class ContextStore:
     def build(
         cls,
         documents: Iterable[Document],
-        embedder: Embedder,
+        embedder: Embedder | None,
         config: StoreConfig | None = None,
         *,
         show_progress: bool = False,
@@ -161,7 +189,7 @@ class ContextStore:
             "format": STORE_FORMAT,
             "embedder_name": self.embedder_name,
             "n_documents": len(self.documents),
-            "dim": self.dim,
+            "dim": self.dim if self.has_vectors else None,
             "config": self.config.to_dict(),
             "build_seconds": self.build_seconds,
         }
@@ -170,7 +198,8 @@ class ContextStore:
             for doc in self.documents:
                 record = {"_id": doc.id, "title": doc.title, "text": doc.text, "metadata": dict(doc.metadata)}
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        np.save(folder / "embeddings.npy", np.ascontiguousarray(self.embeddings), allow_pickle=False)
+        if self.has_vectors:
+            np.save(folder / "embeddings.npy", np.ascontiguousarray(self.embeddings), allow_pickle=False)
         self.bm25.save(folder / "bm25")
         if self.tree is not None:
             self.tree.save(folder / "tree")
@@ -200,7 +229,11 @@ class ContextStore:
                         metadata=record["metadata"],
                     )
                 )
-        embeddings = np.load(folder / "embeddings.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        embeddings = (
+            np.load(folder / "embeddings.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+            if meta.get("dim") is not None
+            else None
+        )
         bm25 = BM25Index.load(folder / "bm25", mmap=mmap)
         store = cls(
             documents,

@@ -121,7 +121,8 @@ class MentionEdgeConfig(Params):
     def check(self) -> None:
         if self.min_shared > self.terms_per_doc:
             raise self.fail(
-                "min_shared", f"must be an integer in [1, terms_per_doc] = [1, {self.terms_per_doc}], got {self.min_shared}"
+                "min_shared",
+                f"must be an integer in [1, terms_per_doc] = [1, {self.terms_per_doc}], got {self.min_shared}",
             )
 
 
@@ -151,7 +152,9 @@ class LLMEdgeConfig(Params):
     api_key_env: str = param("OPENAI_API_KEY", non_empty=True)
     batch_size: int = param(5, low=2, high=50)
     batching: Literal["sequential", "neighbours"] = param("sequential")
-    relations: tuple[str, ...] = param(tuple(LLM_RELATIONS), choices=tuple(LLM_RELATIONS), non_empty=True, unique=True)
+    relations: tuple[str, ...] = param(
+        tuple(LLM_RELATIONS), choices=tuple(LLM_RELATIONS), non_empty=True, unique=True
+    )
     min_weight: float = param(0.0, low=0.0, high=1.0)
     max_edges_per_doc: int = param(0, low=0, high=100_000)
     max_text_chars: int = param(1000, low=1, high=1_000_000)
