@@ -22,7 +22,8 @@ from hydra import compose, initialize_config_dir
 from scipy import stats
 
 from viking_eval.report import summary_table
-from viking_eval.runner import RunSummary, run_experiment
+from viking_eval.results import RunSummary
+from viking_eval.runner import run_experiment
 from viking_eval.settings import ConfigError, Settings, load_settings
 from viking_eval.significance import holm
 

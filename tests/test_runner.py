@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +71,16 @@ def test_smoke_run_writes_every_output(data_env: Path, tmp_path: Path) -> None:
     assert keys == sorted(keys)
     environment = json.loads((out / "environment.json").read_text())
     assert environment["packages"]["bm25s"] and environment["store_key"]
+    # written with the user's umask, not 0600 (issue 12)
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [
+        out / "metrics.json",
+        out / "report.html",
+        out / "runs" / "bm25.trec",
+        out / "results" / "bm25.json",
+    ]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
 
 
 def test_second_run_is_deterministic_and_embeds_nothing(data_env: Path, tmp_path: Path) -> None:
@@ -168,6 +181,16 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert marker.stat().st_mtime_ns == before  # finished job not redone
+    # a resumed job keeps the cost of its work (the markers' recorded seconds), not the resume's
+    with open(sweep_dir / "sweep.csv") as handle:
+        resumed = {row["job"]: float(row["job_seconds"]) for row in csv.DictReader(handle)}
+    assert set(resumed) == set(job_seconds)  # the same command: every job is still its job
+    for job in job_seconds:
+        recorded = sum(
+            json.loads((sweep_dir / job / "results" / f"{name}.json").read_text())["cost_seconds"]
+            for name in ("bm25", "dense")
+        )
+        assert recorded > 0 and resumed[job] >= recorded
 
 
 def test_cli_rejects_bad_parameter_with_range(data_env: Path, tmp_path: Path) -> None:
@@ -188,3 +211,82 @@ def test_pareto_front_by_hand() -> None:
     # (quality, latency): b dominates a; c is faster but worse; d is dominated by b
     points = [(0.5, 10.0), (0.6, 8.0), (0.4, 2.0), (0.55, 9.0)]
     assert pareto_front(points) == [1, 2]
+
+
+# --------------------------------------------------------------------------- module structure
+
+HARNESS = REPO / "viking_eval"
+# result model -> run folder -> runner; the reports and the gate read results and run folders
+LOWER_THAN_RUNNER = ["results", "run_folder", "report", "gate", "io", "metrics", "significance", "latency"]
+
+
+def _imports(path: Path, *, top_level_only: bool, type_checking: bool = False) -> set[str]:
+    """viking_eval modules ``path`` imports (module level; with ``top_level_only`` False, also
+    inside functions; with ``type_checking``, also the imports for type hints only)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not type_checking:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("viking_eval"):
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name.startswith("viking_eval"))
+            elif not top_level_only or isinstance(node, ast.If | ast.Try):
+                visit([child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)])
+
+    visit(tree.body)
+    return found
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_harness_modules_in_dependency_order() -> None:
+    """No module-level import cycle in viking_eval/, and nothing below the runner imports it
+    (issue 13). The gate reaches the runner only in its compatibility entry point (gate._runner),
+    until the CLI passes the runner in."""
+    modules = {_module(path): path for path in HARNESS.rglob("*.py")}
+    graph = {
+        name: {target for target in _imports(path, top_level_only=True) if target in modules} - {name}
+        for name, path in modules.items()
+    }
+    state: dict[str, int] = {}
+
+    def cycle_from(name: str, stack: list[str]) -> list[str] | None:
+        state[name] = 1
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                return [*stack, name, target]
+            if target not in state and (found := cycle_from(target, [*stack, name])):
+                return found
+        state[name] = 2
+        return None
+
+    for name in sorted(modules):
+        if name not in state:
+            assert cycle_from(name, []) is None, f"import cycle: {cycle_from(name, [])}"
+    for lower in LOWER_THAN_RUNNER:
+        for name, path in modules.items():
+            if name == f"viking_eval.{lower}" or name.startswith(f"viking_eval.{lower}."):
+                anywhere = _imports(path, top_level_only=False, type_checking=True)
+                if name == "viking_eval.gate":
+                    assert "viking_eval.runner" not in _imports(path, top_level_only=True, type_checking=True)
+                    continue
+                assert "viking_eval.runner" not in anywhere, f"{name} imports the runner"
+    report_imports = set().union(
+        *(
+            _imports(path, top_level_only=False)
+            for name, path in modules.items()
+            if name.startswith("viking_eval.report")
+        )
+    )
+    assert not {"viking_eval.run_folder", "viking_eval.gate", "viking_eval.sweep"} & report_imports
+    # run_folder writes; the result model and the reports never touch files themselves
+    for name in ("viking_eval.results", "viking_eval.report.markdown", "viking_eval.report.html"):
+        assert "viking_eval.io" not in _imports(modules[name], top_level_only=False), name

@@ -16,8 +16,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from scipy import stats
 
-from viking_eval import io
-from viking_eval.runner import RunSummary, run_experiment
+from viking_eval import io, run_folder
+from viking_eval.results import RunSummary
+from viking_eval.runner import run_experiment
 from viking_eval.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -78,12 +79,12 @@ def write_best(
     sign = -1.0 if direction == "maximize" else 1.0
     best_row = sorted(candidates, key=lambda row: (sign * row[metric], len(row["job"]), row["job"]))[0]
     job_dir = sweep_dir / best_row["job"]
-    best_settings = load_settings(OmegaConf.load(job_dir / "config.yaml"))
+    best_settings = load_settings(run_folder.load_config(job_dir))
     default_cfg = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
     default_settings = load_settings(default_cfg)
     best_final = run_experiment(best_settings, sweep_dir / "best_final", phase="final")
     default_final = run_experiment(default_settings, sweep_dir / "default_final", phase="final")
-    tuned_metrics = io.read_json(job_dir / "metrics.json")
+    tuned_metrics = run_folder.read_metrics(job_dir)
     document = {
         "objective": f"{retriever}.{metric}",
         "direction": direction,

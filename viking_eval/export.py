@@ -21,7 +21,7 @@ import yaml
 
 import retrievers
 from retrievers.tuned import TUNED_FORMAT
-from viking_eval import io
+from viking_eval import io, run_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,13 +46,13 @@ def _best(candidates: list[tuple[str, float]], metric: str, where: Path) -> str:
 
 
 def _is_run(folder: Path) -> bool:
-    return (folder / "metrics.json").is_file() and (folder / "config.yaml").is_file()
+    return run_folder.is_finished_run(folder)
 
 
 def choose(folder: Path, retriever: str | None, metric: str) -> tuple[Path, str, dict[str, Any] | None]:
     """(run folder, retriever name, best.yaml content or None) for a run or sweep folder."""
     if _is_run(folder):
-        document = io.read_json(folder / "metrics.json")
+        document = run_folder.read_metrics(folder)
         names = list(document["retrievers"])
         if retriever is not None:
             if retriever not in names:
@@ -64,9 +64,8 @@ def choose(folder: Path, retriever: str | None, metric: str) -> tuple[Path, str,
             if metric in entry["metrics"]
         ]
         return folder, _best(scored, metric, folder), None
-    best_path = folder / "best.yaml"
-    if best_path.is_file():
-        best = yaml.safe_load(best_path.read_text(encoding="utf-8"))
+    best = run_folder.read_best(folder)
+    if best is not None:
         return folder / str(best["job"]), retriever or str(best["retriever"]), best
     jobs = sorted(path for path in folder.iterdir() if path.is_dir() and _is_run(path))
     if not jobs:
@@ -75,7 +74,7 @@ def choose(folder: Path, retriever: str | None, metric: str) -> tuple[Path, str,
         )
     scored = []
     for job in jobs:
-        for name, entry in io.read_json(job / "metrics.json")["retrievers"].items():
+        for name, entry in run_folder.read_metrics(job)["retrievers"].items():
             if (retriever is None or name == retriever) and metric in entry["metrics"]:
                 scored.append((f"{job.name}/{name}", entry["metrics"][metric]))
     job_name, name = _best(scored, metric, folder).split("/", 1)
@@ -83,11 +82,9 @@ def choose(folder: Path, retriever: str | None, metric: str) -> tuple[Path, str,
 
 
 def tuned_document(run_dir: Path, retriever: str, name: str, best: dict[str, Any] | None) -> dict[str, Any]:
-    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-    metrics = io.read_json(run_dir / "metrics.json")
-    environment = (
-        io.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
-    )
+    config = run_folder.read_config(run_dir)
+    metrics = run_folder.read_metrics(run_dir)
+    environment = run_folder.read_environment(run_dir)
     retriever_cfg = dict(config["retrievers"][retriever])
     embedder_cfg = dict(config["embedder"])
     provenance: dict[str, Any] = {
@@ -149,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         path = export(
             args.folder, args.name, retriever=args.retriever, metric=args.metric, out_dir=args.out_dir
         )
-    except (ExportError, OSError, KeyError) as error:
+    except (ExportError, run_folder.RunFolderError, OSError, KeyError) as error:
         print(f"export failed: {error}", file=sys.stderr)
         return 2
     print(f"tuned retriever written to {path}")

@@ -33,7 +33,6 @@ cannot be used (``GateError``: the message names the file, key and value).
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import shlex
@@ -48,9 +47,11 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 
-from viking_eval import io
+from viking_eval import io, run_folder
 from viking_eval.data import DataError, resolve_dataset
 from viking_eval.metrics import MetricError, parse_metric
+from viking_eval.results import RunExperiment, RunSummary
+from viking_eval.run_folder import RunFolderError
 from viking_eval.settings import ConfigError, Settings, load_settings
 from viking_eval.significance import TEST_NAMES, SignificanceSettings, adjust, aligned, run_test
 
@@ -290,44 +291,16 @@ def _parse_check(path: Path, index: int, raw: Any, default_tolerance: float) -> 
 
 def read_per_query(path: Path) -> PerQuery:
     """A per_query.csv (``retriever,query_id,<metric>...``) as retriever -> metric -> query -> value."""
-    if not path.is_file():
-        raise GateError(f"{path} does not exist")
-    values: PerQuery = {}
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        if columns[:2] != ["retriever", "query_id"] or len(columns) < 3:
-            raise GateError(f"{path}: expected the columns retriever, query_id, <metric>..., got {columns}")
-        metrics = columns[2:]
-        for line, row in enumerate(reader, start=2):
-            retriever, query_id = row["retriever"], row["query_id"]
-            by_metric = values.setdefault(retriever, {metric: {} for metric in metrics})
-            if query_id in by_metric[metrics[0]]:
-                raise GateError(f"{path}:{line}: query {query_id!r} of {retriever!r} appears twice")
-            for metric in metrics:
-                try:
-                    number = float(row[metric])
-                except (TypeError, ValueError):
-                    raise GateError(
-                        f"{path}:{line}: {metric} of query {query_id!r} is not a number: {row[metric]!r}"
-                    ) from None
-                if not math.isfinite(number):
-                    raise GateError(f"{path}:{line}: {metric} of query {query_id!r} is not finite: {number}")
-                by_metric[metric][query_id] = number
-    if not values:
-        raise GateError(f"{path}: no rows")
-    return values
+    try:
+        return run_folder.read_per_query(path)
+    except RunFolderError as error:
+        raise GateError(str(error)) from None
 
 
 def write_per_query(
     path: Path, values: Mapping[str, Mapping[str, Mapping[str, float]]], metrics: Sequence[str]
 ) -> None:
-    rows = []
-    for retriever, by_metric in values.items():
-        for query_id in sorted(by_metric[metrics[0]]):
-            rows.append([retriever, query_id, *(repr(float(by_metric[m][query_id])) for m in metrics)])
-    lines = [",".join(["retriever", "query_id", *metrics])] + [",".join(row) for row in rows]
-    io.write_text(path, "\n".join(lines) + "\n")
+    run_folder.write_per_query(path, values, metrics)
 
 
 def _mean(values: Mapping[str, float]) -> float:
@@ -399,12 +372,12 @@ class GateReport:
 
     def write(self, folder: Path) -> None:
         """gate.txt (the printed lines) and gate.csv (one row per verdict)."""
-        io.write_text(folder / "gate.txt", self.text())
         columns = [f.name for f in dataclasses.fields(CheckResult)]
-        lines = [",".join(columns)]
-        for result in self.results:
-            lines.append(",".join(_csv_cell(getattr(result, column)) for column in columns))
-        io.write_text(folder / "gate.csv", "\n".join(lines) + "\n")
+        rows = [
+            columns,
+            *([_csv_cell(getattr(result, column)) for column in columns] for result in self.results),
+        ]
+        run_folder.write_gate_report(folder, self.text(), rows)
 
 
 def _csv_cell(value: object) -> str:
@@ -632,21 +605,22 @@ def _stored_per_query(check: Check, per_query: Path, where: str) -> PerQuery:
     return stored
 
 
-def run_checks(planned: Sequence[PlannedCheck], output_dir: Path) -> dict[str, Any]:
+def run_checks(
+    planned: Sequence[PlannedCheck], output_dir: Path, run: RunExperiment
+) -> dict[str, RunSummary]:
     """Run every planned check into ``output_dir/<check name>``; returns the summaries by name.
 
     BLAS runs on one thread here. On a shared machine (CI, or two cores and a neighbour's job) a
     multi-threaded matrix product waits for a descheduled thread: exact dense search of one query
     over 1,400 documents took 8 ms with two threads under load and 0.24 ms with one, so the
-    latency ratios would measure the machine's load instead of the code."""
-    from viking_eval.runner import run_experiment  # the runner imports the whole harness
-
+    latency ratios would measure the machine's load instead of the code. ``run`` is the runner's
+    ``run_experiment`` (passed in: the gate sits beside the runner, not above it)."""
     summaries = {}
     with threadpool_limits(limits=1):
         for item in planned:
             start = time.perf_counter()
             print(f"gate: running {item.check.name}: {item.check.command}", file=sys.stderr, flush=True)
-            summaries[item.check.name] = run_experiment(
+            summaries[item.check.name] = run(
                 item.settings, output_dir / item.check.name, config_yaml=item.config_yaml
             )
             seconds = time.perf_counter() - start
@@ -655,7 +629,7 @@ def run_checks(planned: Sequence[PlannedCheck], output_dir: Path) -> dict[str, A
 
 
 def evaluate_baseline(
-    baseline: BaselineFile, planned: Sequence[PlannedCheck], summaries: Mapping[str, Any]
+    baseline: BaselineFile, planned: Sequence[PlannedCheck], summaries: Mapping[str, RunSummary]
 ) -> GateReport:
     comparisons: list[MetricComparison] = []
     latency_results: list[CheckResult] = []
@@ -712,18 +686,20 @@ def resolve_path(path: str | Path) -> Path:
     return in_project if in_project.exists() else given
 
 
-def run_gate(baseline_path: str | Path, output_dir: Path, compose: Compose = compose_overrides) -> GateReport:
+def run_gate(
+    baseline_path: str | Path, output_dir: Path, run: RunExperiment, compose: Compose = compose_overrides
+) -> GateReport:
     """Validate the baseline file and every check, run the checks, print and write the verdicts."""
     baseline = load_baseline(resolve_path(baseline_path))
     planned = plan_checks(baseline, compose)
-    summaries = run_checks(planned, output_dir)
+    summaries = run_checks(planned, output_dir, run)
     report = evaluate_baseline(baseline, planned, summaries)
     report.write(output_dir)
     return report
 
 
 def record_baseline(
-    baseline_path: str | Path, output_dir: Path, compose: Compose = compose_overrides
+    baseline_path: str | Path, output_dir: Path, run: RunExperiment, compose: Compose = compose_overrides
 ) -> Path:
     """Run every check and rewrite the baseline file's expected values, latency ratios and stored
     per-query values with what this run measured (tolerances and commands are kept)."""
@@ -734,7 +710,7 @@ def record_baseline(
     # the stored per-query values are what is being replaced: do not require them to exist
     without_stored = tuple(dataclasses.replace(check, per_query=None) for check in baseline.checks)
     planned = plan_checks(dataclasses.replace(baseline, checks=without_stored), compose)
-    summaries = run_checks(planned, output_dir)
+    summaries = run_checks(planned, output_dir, run)
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     document["measured"] = {
         "date": time.strftime("%Y-%m-%d"),
@@ -847,7 +823,10 @@ def compare_runs(
                 raise GateError(
                     f"{folder} has no latency.json; a latency comparison needs both runs' latency"
                 )
-            latencies.append(io.read_json(folder / "latency.json").get("retrievers") or {})
+            try:
+                latencies.append(run_folder.read_latency(folder))
+            except RunFolderError as error:
+                raise GateError(str(error)) from None
         for retriever in stored:
             if retriever == latency_reference:
                 continue
@@ -875,16 +854,27 @@ def compare_runs(
 # --------------------------------------------------------------------------- entry points
 
 
-def gate_from_settings(settings: Settings, output_dir: Path) -> int:
-    """``python -m viking_eval ... gate.baseline=<file>``: run the file's checks; exit status."""
+def gate_from_settings(settings: Settings, output_dir: Path, run: RunExperiment | None = None) -> int:
+    """``python -m viking_eval ... gate.baseline=<file>``: run the file's checks; exit status.
+    ``run``: the runner's ``run_experiment`` (``runner.gate_program`` passes it)."""
     try:
-        report = run_gate(settings.gate.baseline or "", output_dir)
+        report = run_gate(settings.gate.baseline or "", output_dir, run or _runner())
     except GateError as error:
         print(f"gate error: {error}", file=sys.stderr)
         return 2
     print(report.text(), end="")
     print(f"gate report: {output_dir}/gate.txt")
     return 0 if report.passed else 1
+
+
+def _runner() -> RunExperiment:
+    """Compatibility for entry points that do not pass the runner yet (``viking_eval/__main__.py``
+    calls ``gate_from_settings(settings, output_dir)``; ``python -m viking_eval.gate``): the only
+    place this module reaches the runner. Remove when the CLI calls ``runner.gate_program`` and
+    ``runner.gate_cli``."""
+    from viking_eval.runner import run_experiment
+
+    return run_experiment
 
 
 def compare_from_settings(settings: Settings, run_dir: Path) -> int:
@@ -906,7 +896,9 @@ def compare_from_settings(settings: Settings, run_dir: Path) -> int:
     return 0 if report.passed else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, run: RunExperiment | None = None) -> int:
+    """``python -m viking_eval.gate``; ``run``: the runner's ``run_experiment`` for ``check`` and
+    ``record`` (``runner.gate_cli`` passes it)."""
     parser = argparse.ArgumentParser(
         prog="python -m viking_eval.gate",
         description="Regression gate: check runs against expected scores (see README, 'Regression gate').",
@@ -944,11 +936,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "record":
-            path = record_baseline(args.baseline, output)
+            path = record_baseline(args.baseline, output, run or _runner())
             print(f"recorded {path} (runs in {output}); review the diff before committing")
             return 0
         if args.command == "check":
-            report = run_gate(args.baseline, output)
+            report = run_gate(args.baseline, output, run or _runner())
         else:
             try:
                 significance = SignificanceSettings(

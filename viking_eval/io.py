@@ -2,6 +2,10 @@
 
 Everything the harness writes goes through here: write to a temporary file in the same folder,
 flush and fsync, then ``os.replace`` onto the final name (atomic on POSIX).
+
+The temporary file is created as ``open()`` would create the file itself, with mode 0o666 less
+the process's umask (``tempfile.mkstemp`` would make every report 0600, unreadable to the rest of
+a team sharing a reports folder); ``O_EXCL`` and a random name keep the creation race-free.
 """
 
 from __future__ import annotations
@@ -9,19 +13,32 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+FILE_MODE = 0o666  # the kernel removes the umask's bits at creation
+
+
+def _create_temp(folder: Path, name: str) -> Path:
+    """A new, empty file beside ``name`` in ``folder``, created with ``FILE_MODE`` & ~umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        temp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(temp, flags, FILE_MODE))
+        except FileExistsError:
+            continue
+        return temp
+    raise FileExistsError(f"could not create a temporary file beside {folder / name}")
 
 
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
-    temp = Path(temp_name)
+    temp = _create_temp(path.parent, path.name)
     try:
         yield temp
         with open(temp, "rb+") as synced:

@@ -1,4 +1,4 @@
-"""One evaluation run: dataset -> cached ContextStore -> retrievers -> run files, metrics, latency.
+"""One evaluation run: dataset -> cached ContextStore -> retrievers -> results -> run folder.
 
 Data flow (DESIGN.md section 4)::
 
@@ -8,69 +8,49 @@ Data flow (DESIGN.md section 4)::
                              -> results/<name>.json   (the marker that this retriever is finished)
       -> paired tests of every retriever against run.baseline (significance.py)
       -> metrics.json, metrics.csv, per_query.csv, latency.json, significance.csv, environment.json,
-         report.md, report.html
+         report.md, report.html (run_folder.py writes every file)
 
-Resuming: a retriever whose ``results/<name>.json`` exists with the same specification key is not
-run again; the store is then not even loaded unless some retriever still has work to do.
+Resuming: a retriever whose ``results/<name>.json`` was produced by exactly the same inputs (its
+``resume_key``: data files, evaluated queries, every setting, the algorithm version) is not run
+again; the store is then not even loaded unless some retriever still has work to do. When a marker
+exists but its key differs, the log says which part differs.
+
+Dependency order: ``results`` (values) <- ``run_folder`` (files) <- ``runner`` (this module). The
+reports and the gate read results and run folders and never import the runner; the programs at
+the end of this module (``run_program``, ``gate_program``, ``compare_program``) are what the CLI
+calls.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import math
 import time
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class, instantiate
 from tqdm.auto import tqdm
 
-from retrievers.store import ContextStore
+from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
-from viking_eval import io
+from viking_eval import gate, run_folder
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, file_sha256, memo_get, memo_put
 from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
-from viking_eval.report import write_outputs
+from viking_eval.report import summary_table
+from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
 from viking_eval.settings import RetrieverSpec, Settings, instantiate_objects
-from viking_eval.significance import SignificanceReport, compare_with_baseline
+from viking_eval.significance import compare_with_baseline
 from viking_eval.splits import Phase, load_for_phase
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RetrieverResult:
-    name: str
-    metrics: dict[str, float]
-    per_query: dict[str, dict[str, float]]
-    latency: dict[str, Any] | None
-    n_queries: int
-    n_queries_without_results: int
-    run_seconds: float
-    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> n_queries, metrics
-    stats: dict[str, Any] = field(default_factory=dict)  # provenance_stats(): per-query retriever stats
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    output_dir: Path
-    dataset: str
-    split: str
-    results: list[RetrieverResult]
-    data_issues: dict[str, int]
-    phase: str = "report"
-    tuned_on_reported_split: bool = False
-    significance: SignificanceReport | None = None  # every retriever vs run.baseline
-    wall_seconds: float = 0.0  # the whole run: data, embedder, store, retrieval, metrics, latency
-
-    def metrics(self) -> dict[str, dict[str, float]]:
-        return {result.name: result.metrics for result in self.results}
 
 
 def corpus_key(dataset: BeirDataset) -> str:
@@ -108,6 +88,7 @@ class StoreLoader:
         self.key = content_key(
             [
                 "store",
+                f"format:{STORE_FORMAT}",  # a new artifact layout never reuses an old entry
                 corpus_key(dataset),
                 embedder.name,
                 json.dumps(settings.store.to_dict(), sort_keys=True),
@@ -157,41 +138,6 @@ class StoreLoader:
         if self._store.edges is not None:  # edges kept per relation, links dropped and why (edges.py)
             self.info["edges"] = self._store.edges.report
         return self._store
-
-
-def spec_key(settings: Settings, spec: RetrieverSpec, store_key: str, split_label: str) -> str:
-    """What determines a retriever's results: class, parameters, store, run settings."""
-    payload = {
-        "target": spec.target,
-        "params": spec.params,
-        "store": store_key,
-        "dataset": [
-            settings.dataset.name,
-            settings.dataset.path,
-            split_label,
-            settings.dataset.ignore_identical_ids,
-            settings.dataset.scope_key,
-            settings.dataset.group_key,
-        ],
-        "top_k": settings.run.top_k,
-        "metrics": [metric.name for metric in settings.metrics],
-        "latency": [
-            settings.run.latency.n_queries,
-            settings.run.latency.warmup,
-            settings.run.latency.seed,
-            settings.run.latency.blas_threads,
-        ],
-    }
-    return content_key(["retriever", json.dumps(payload, sort_keys=True, default=str)])
-
-
-def write_trec(path: Path, run: dict[str, list[RetrievalResult]], tag: str) -> None:
-    """TREC run file: ``qid Q0 docid rank score tag``; ranks follow (score desc, doc id asc)."""
-    lines = []
-    for query_id, results in run.items():
-        ordered = sorted(results, key=lambda r: (-r.score, r.doc_id))
-        lines += [f"{query_id} Q0 {r.doc_id} {rank} {r.score!r} {tag}" for rank, r in enumerate(ordered, 1)]
-    io.write_text(path, "\n".join(lines) + ("\n" if lines else ""))
 
 
 def _check_results(name: str, query_id: str, results: list[RetrievalResult], store: ContextStore) -> None:
@@ -321,7 +267,7 @@ def run_retriever(
                 bar.update(len(chunk_ids))
     run_seconds = time.perf_counter() - start
     run = {qid: run[qid] for qid in dataset.queries}  # dataset order, whatever the scopes
-    write_trec(output_dir / "runs" / f"{spec.name}.trec", run, spec.name)
+    run_folder.write_run(output_dir, spec.name, run)
 
     evaluation = evaluate(
         {qid: {r.doc_id: r.score for r in results} for qid, results in run.items()},
@@ -358,19 +304,6 @@ def _no_progress(settings: Settings) -> bool | None:
     return None if settings.show_progress is None else not settings.show_progress
 
 
-def _load_finished(path: Path, key: str) -> RetrieverResult | None:
-    if not path.is_file():
-        return None
-    try:
-        saved = io.read_json(path)
-    except (OSError, ValueError):
-        return None
-    if saved.get("spec_key") != key:
-        return None
-    saved.pop("spec_key")
-    return RetrieverResult(**saved)
-
-
 def _embedder_for(
     settings: Settings, dataset: BeirDataset, embedder_factory: Callable[[], Embedder] | None
 ) -> Embedder:
@@ -388,6 +321,64 @@ def _embedder_for(
     return embedder
 
 
+# --------------------------------------------------------------------------- resume keys
+
+
+def algorithm_versions(spec: RetrieverSpec) -> dict[str, Any]:
+    """``ALGORITHM_VERSION`` of the retriever class and of every object in its parameters (a
+    reranker, ...); None for a class that declares none. A family bumps its version when the same
+    parameters start to give different results."""
+    versions: dict[str, Any] = {}
+
+    def visit(target: str) -> None:
+        versions[target] = getattr(get_class(target), "ALGORITHM_VERSION", None)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            if isinstance(value.get("_target_"), str):
+                visit(value["_target_"])
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    visit(spec.target)
+    walk(spec.params)
+    return versions
+
+
+def resume_key(
+    settings: Settings, spec: RetrieverSpec, dataset: BeirDataset, embedder: Embedder, store_key: str
+) -> ResumeKey:
+    """Everything a retriever's result depends on, by part (see ``results.ResumeKey``)."""
+    query_ids = list(dataset.queries)
+    return ResumeKey(
+        {
+            "files": dict(sorted(dataset.files.items())),
+            "evaluated_queries": {
+                "n": len(query_ids),
+                "sha256": hashlib.sha256(json.dumps(query_ids).encode("utf-8")).hexdigest(),
+            },
+            "split": dataset.split,
+            "dataset": dataclasses.asdict(settings.dataset),
+            "retriever": {"target": spec.target, "params": spec.params},
+            "algorithm": algorithm_versions(spec),
+            "embedder": {"config": settings.embedder, "name": embedder.name},
+            "store": {"settings": settings.store.to_dict(), "content_key": store_key},
+            "run": {
+                "top_k": settings.run.top_k,
+                "batch_size": settings.run.batch_size,
+                "metrics": [metric.name for metric in settings.metrics],
+                "latency": dataclasses.asdict(settings.run.latency),
+            },
+        }
+    )
+
+
+# --------------------------------------------------------------------------- a run
+
+
 def run_experiment(
     settings: Settings,
     output_dir: Path,
@@ -398,11 +389,15 @@ def run_experiment(
 ) -> RunSummary:
     """Run every configured retriever and write the run folder; returns the summary.
     ``phase``: ``report`` (a single run: the configured split), ``tune`` (a sweep job: the
-    tuning split), ``final`` (the chosen configuration after a sweep); see splits.py."""
+    tuning split), ``final`` (the chosen configuration after a sweep); see splits.py.
+
+    ``wall_seconds`` is what the results cost: this invocation's time plus, for each result taken
+    from a finished marker, the seconds recorded when it was computed (a resumed sweep job keeps
+    the cost of its work, not the fraction of a second of the resume)."""
     started = time.perf_counter()
     output_dir.mkdir(parents=True, exist_ok=True)
     if config_yaml:
-        io.write_text(output_dir / "config.yaml", config_yaml)
+        run_folder.write_config(output_dir, config_yaml)
     cache = ArtifactCache(Path(settings.cache_dir) if settings.cache_dir else None)
     dataset, split_choice = load_for_phase(
         settings.dataset.path or settings.dataset.name,
@@ -416,17 +411,30 @@ def run_experiment(
     embedder = _embedder_for(settings, dataset, embedder_factory)
     stores = StoreLoader(settings, dataset, embedder, cache)
     results = []
+    resumed_seconds = 0.0
+    work_started = started  # the cost of a computed result runs from here (setup included)
     for spec in settings.retrievers:
-        key = spec_key(settings, spec, stores.key, dataset.split)
-        marker = output_dir / "results" / f"{spec.name}.json"
-        finished = _load_finished(marker, key) if settings.run.resume else None
+        key = resume_key(settings, spec, dataset, embedder, stores.key)
+        finished = run_folder.read_finished(output_dir, spec.name) if settings.run.resume else None
         if finished is not None:
-            log.info("retriever %s already finished in %s; not rerun", spec.name, output_dir)
-            results.append(finished)
-            continue
+            reason = finished.reason_to_rerun(key)
+            if reason is None:
+                log.info("retriever %s already finished in %s; not rerun", spec.name, output_dir)
+                results.append(finished.result)
+                resumed_seconds += finished.cost_seconds
+                continue
+            log.info("rerunning %s: %s", spec.name, reason)
         result = run_retriever(settings, spec, dataset, stores.get(), embedder, cache, output_dir)
-        io.write_json(marker, {"spec_key": key, **result.__dict__})
+        now = time.perf_counter()
+        run_folder.write_finished(output_dir, result, key, now - work_started)
+        work_started = now
         results.append(result)
+    significance = compare_with_baseline(
+        {result.name: result.per_query for result in results},
+        settings.run.baseline or results[0].name,
+        [metric.name for metric in settings.metrics],
+        settings.run.significance,
+    )
     summary = RunSummary(
         output_dir=output_dir,
         dataset=dataset.name,
@@ -435,13 +443,8 @@ def run_experiment(
         data_issues=dataset.issues.as_dict(),
         phase=phase,
         tuned_on_reported_split=split_choice.on_reported_split,
-        significance=compare_with_baseline(
-            {result.name: result.per_query for result in results},
-            settings.run.baseline or results[0].name,
-            [metric.name for metric in settings.metrics],
-            settings.run.significance,
-        ),
-        wall_seconds=time.perf_counter() - started,
+        significance=significance,
+        wall_seconds=time.perf_counter() - started + resumed_seconds,
     )
     environment = collect_environment(
         {
@@ -453,5 +456,57 @@ def run_experiment(
             "peak_rss_mb": peak_rss_mb(),
         }
     )
-    write_outputs(summary, settings, environment)
+    run_folder.write_outputs(summary, settings, environment)
     return summary
+
+
+# --------------------------------------------------------------------------- programs
+# One function per program of ``python -m viking_eval``; the CLI composes and validates the
+# config, then calls one of them.
+
+
+def objectives(summary: RunSummary) -> dict[str, dict[str, float]]:
+    """What a sweeper optimises (``hydra.sweeper.objective``, e.g. ``bm25.nDCG@10``): every metric,
+    and p50/p95 latency for quality-vs-latency studies."""
+    return {
+        result.name: {
+            **result.metrics,
+            **{f"latency.{key}": result.latency[key] for key in ("p50_ms", "p95_ms") if result.latency},
+        }
+        for result in summary.results
+    }
+
+
+def run_program(
+    settings: Settings, output_dir: Path, *, config_yaml: str = "", phase: Phase = "report"
+) -> dict[str, dict[str, float]]:
+    """Evaluate (``python -m viking_eval experiment=...``; a sweep job with ``phase="tune"``):
+    run, print the summary table, return the objectives for a sweeper."""
+    summary = run_experiment(settings, output_dir, config_yaml=config_yaml, phase=phase)
+    print(f"\n{settings.name}: {summary.dataset} ({summary.split}), {summary.results[0].n_queries} queries")
+    print(summary_table(summary, settings, fmt="simple"))
+    if summary.significance is not None and summary.significance.comparisons:
+        print(summary.significance.legend())
+    print(f"\nreport: {output_dir}/report.md and report.html")
+    return objectives(summary)
+
+
+def gate_program(settings: Settings, output_dir: Path) -> int:
+    """The regression gate (``gate.baseline=<file>``): run the baseline file's checks into
+    ``output_dir``, print one verdict per line; returns the exit status (0 pass, 1 a check
+    failed, 2 the file or a check cannot be used)."""
+    return gate.gate_from_settings(settings, output_dir, run=run_experiment)
+
+
+def compare_program(
+    settings: Settings, output_dir: Path, *, config_yaml: str = "", phase: Phase = "report"
+) -> int:
+    """Evaluate, then gate the run against a stored run folder (``gate.baseline_run=<folder>``):
+    prints the summary, then the verdicts; returns the exit status as ``gate_program``."""
+    run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
+    return gate.compare_from_settings(settings, output_dir)
+
+
+def gate_cli(argv: list[str] | None = None) -> int:
+    """``python -m viking_eval.gate check|record|compare ...``; returns the exit status."""
+    return gate.main(argv, run=run_experiment)

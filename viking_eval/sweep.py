@@ -1,21 +1,34 @@
 """Multirun summary: when a Hydra sweep ends, ``sweep.csv`` and ``sweep.md`` in the sweep folder
-hold one row per (job, retriever): the job's overrides, every metric, the latency figures and the
-job's wall time (``job_seconds``: what a sweep point cost, store and embeddings included)."""
+hold one row per (job, retriever) of the current command: the job's overrides, every metric, the
+latency figures and the job's cost (``job_seconds``: the wall time of the job's work, store and
+embeddings included, kept when the job is resumed).
+
+Only the current command's jobs count. A sweep folder resumed with another grid (or another
+search space) still holds the old command's job folders; the numbered folders the new command
+reuses are rerun, the others are left as they were. Each job that finishes writes
+``sweep_job.json`` in its folder with the identity of the command that ran it (``sweep_identity``:
+the command line's task overrides and ``hydra.sweeper.params``); the summary and ``best.yaml``
+read only the folders carrying the current identity, and report how many others they ignored
+(never deleting them). A resumed Optuna study with the same command keeps its earlier trials.
+"""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io as text_io
+import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
-from viking_eval import io
+from viking_eval import io, run_folder
 from viking_eval.report.html import sweep_html
 from viking_eval.report.sweep_plots import sweep_plots
 
@@ -26,33 +39,66 @@ COST_COLUMNS = [*LATENCY_COLUMNS, "job_seconds"]
 
 
 def _override_pairs(job_dir: Path) -> dict[str, str]:
-    path = job_dir / ".hydra" / "overrides.yaml"
-    overrides = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
     pairs: dict[str, str] = {}
-    for override in overrides or []:
-        key, _, value = str(override).partition("=")
+    for override in run_folder.read_job_overrides(job_dir):
+        key, _, value = override.partition("=")
         pairs[key.lstrip("+~")] = value
     return pairs
 
 
-def collect_sweep(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """Rows of every finished job below ``sweep_dir`` (jobs are numbered sub-folders)."""
-    jobs = sorted(
-        (
-            path
-            for path in sweep_dir.iterdir()
-            if path.is_dir() and (path / ".hydra").is_dir() and (path / "metrics.json").is_file()
-        ),
-        key=lambda path: (len(path.name), path.name),
-    )
+def sweep_command(config: DictConfig) -> dict[str, Any]:
+    """What defines a sweep command's jobs: its task overrides (sorted, as typed, sweep syntax
+    included) and the sweeper's search space (``hydra.sweeper.params``)."""
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+    overrides = OmegaConf.select(config, "hydra.overrides.task", default=None) or []
+    return {
+        "task_overrides": sorted(str(override) for override in overrides),
+        "sweeper_params": OmegaConf.to_container(params, resolve=True) if params is not None else None,
+    }
+
+
+def sweep_identity(command: dict[str, Any]) -> str:
+    text = json.dumps(command, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class SweepJobs:
+    """The finished job folders of a sweep folder, split into the current command's and the rest."""
+
+    current: list[Path]
+    ignored: list[Path]
+
+
+def sweep_jobs(sweep_dir: Path, identity: str | None = None) -> SweepJobs:
+    """Finished jobs of ``sweep_dir``; with ``identity``, only those a command with that identity
+    finished (its ``sweep_job.json``, whose overrides must be the folder's own) are current."""
+    finished = run_folder.job_folders(sweep_dir)
+    if identity is None:
+        return SweepJobs(current=finished, ignored=[])
+    current, ignored = [], []
+    for job_dir in finished:
+        tag = run_folder.read_sweep_tag(job_dir)
+        mine = (
+            tag is not None
+            and tag.get("sweep") == identity
+            and tag.get("overrides") == run_folder.read_job_overrides(job_dir)
+        )
+        (current if mine else ignored).append(job_dir)
+    return SweepJobs(current=current, ignored=ignored)
+
+
+def collect_sweep(sweep_dir: Path, identity: str | None = None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Rows of every finished job of the current command below ``sweep_dir`` (jobs are numbered
+    sub-folders; ``identity`` None: every finished job)."""
     override_keys: list[str] = []
     rows: list[dict[str, Any]] = []
-    for job_dir in jobs:
+    for job_dir in sweep_jobs(sweep_dir, identity).current:
         pairs = _override_pairs(job_dir)
         for key in pairs:
             if key not in override_keys:
                 override_keys.append(key)
-        document = io.read_json(job_dir / "metrics.json")
+        document = run_folder.read_metrics(job_dir)
         for name, entry in document["retrievers"].items():
             latency = entry.get("latency") or {}
             rows.append(
@@ -77,10 +123,10 @@ def collect_sweep(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     return override_keys, rows
 
 
-def write_sweep_summary(sweep_dir: Path) -> Path | None:
-    """Write sweep.csv, sweep.md and sweep.html (plots embedded); returns the csv path, None if no
-    job finished."""
-    override_keys, rows = collect_sweep(sweep_dir)
+def write_sweep_summary(sweep_dir: Path, identity: str | None = None) -> Path | None:
+    """Write sweep.csv, sweep.md and sweep.html (plots embedded) from the current command's jobs;
+    returns the csv path, None if no job finished."""
+    override_keys, rows = collect_sweep(sweep_dir, identity)
     if not rows:
         log.warning("no finished jobs in %s; no sweep summary written", sweep_dir)
         return None
@@ -114,20 +160,54 @@ def write_sweep_summary(sweep_dir: Path) -> Path | None:
 
 
 class SweepSummary(Callback):
-    """Hydra callback (``hydra.callbacks.sweep_summary``) that writes the sweep summary."""
+    """Hydra callback (``hydra.callbacks.sweep_summary``): tags each finished job with the sweep
+    command's identity, and writes the sweep summary and best.yaml when the sweep ends.
+
+    The identity is computed in ``on_multirun_start``, before any job is launched, so it travels
+    with this object to the job processes of parallel launchers (joblib, submitit)."""
+
+    def __init__(self) -> None:
+        self.command: dict[str, Any] | None = None
+        self.identity: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.command = sweep_command(config)
+        self.identity = sweep_identity(self.command)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.identity is not None:  # (re)running: the folder is no one's until the job finishes
+            run_folder.clear_sweep_tag(Path(str(config.hydra.runtime.output_dir)))
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if self.identity is None or self.command is None or job_return.status != JobStatus.COMPLETED:
+            return
+        job_dir = Path(str(config.hydra.runtime.output_dir))
+        if (job_dir / "metrics.json").is_file():
+            run_folder.write_sweep_tag(
+                job_dir, self.identity, self.command, run_folder.read_job_overrides(job_dir)
+            )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
-        path = write_sweep_summary(sweep_dir)
+        identity = self.identity or sweep_identity(sweep_command(config))
+        ignored = sweep_jobs(sweep_dir, identity).ignored
+        if ignored:
+            names = ", ".join(path.name for path in ignored[:10]) + (", ..." if len(ignored) > 10 else "")
+            message = (
+                f"sweep summary: {len(ignored)} finished job folder(s) in {sweep_dir} are not jobs of this "
+                f"command (another grid or search space) and are ignored, not deleted: {names}"
+            )
+            print(message)
+        path = write_sweep_summary(sweep_dir, identity)
         if path is None:
             return
         print(f"sweep summary: {path} and {path.with_suffix('.md')}")
         sweep_cfg = config.get("sweep") or {}
         if sweep_cfg.get("evaluate_best", True):
-            from viking_eval.best import write_best  # imports the runner: only when needed
+            from viking_eval.best import write_best  # runs the chosen configuration: only when needed
 
-            override_keys, rows = collect_sweep(sweep_dir)
+            override_keys, rows = collect_sweep(sweep_dir, identity)
             best = write_best(sweep_dir, config, rows, override_keys)
             print(f"best configuration, evaluated once on the reported split: {best}")

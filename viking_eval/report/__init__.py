@@ -1,6 +1,7 @@
-"""Run outputs: machine-readable files (``files``) and the pages people read (``markdown``)."""
+"""The pages people read: report.md and the printed summary (``markdown``), report.html and
+sweep.html (``html``), sweep plots (``sweep_plots``). Renderers return text; ``run_folder.py``
+writes it."""
 
-from viking_eval.report.files import write_outputs
 from viking_eval.report.markdown import summary_table
 
-__all__ = ["summary_table", "write_outputs"]
+__all__ = ["summary_table"]

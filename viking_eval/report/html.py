@@ -25,7 +25,7 @@ from viking_eval.report.markdown import latency_note
 from viking_eval.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
 
 if TYPE_CHECKING:
-    from viking_eval.runner import RetrieverResult, RunSummary
+    from viking_eval.results import RetrieverResult, RunSummary
     from viking_eval.settings import Settings
 
 BETTER = "#1a7f37"

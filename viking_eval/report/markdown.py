@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 if TYPE_CHECKING:
-    from viking_eval.runner import RunSummary
+    from viking_eval.results import RunSummary
     from viking_eval.settings import Settings
 
 

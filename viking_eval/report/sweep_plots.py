@@ -12,6 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from viking_eval import io
+
 
 def _number(value: Any) -> float | None:
     try:
@@ -116,8 +118,7 @@ def _slug(text: str) -> str:
 
 def _save(figure: Any, path: Path) -> Path:
     figure.tight_layout()
-    temp = path.with_name(f".{path.name}.tmp.png")
-    figure.savefig(temp, dpi=110)
+    with io.atomic_path(path) as temp:
+        figure.savefig(temp, format="png", dpi=110)
     plt.close(figure)
-    temp.replace(path)
     return path

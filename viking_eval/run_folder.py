@@ -1,0 +1,345 @@
+"""The run folder (DESIGN.md section 5): the only module that reads or writes its files.
+
+A run folder holds ``config.yaml`` (resolved), ``environment.json``, ``runs/<retriever>.trec``,
+``results/<retriever>.json`` (the marker that a retriever is finished, with the resume key that
+produced it), ``metrics.json`` + ``metrics.csv``, ``per_query.csv``, ``latency.json``,
+``significance.csv``, ``report.md`` and ``report.html`` (rendered by ``report/``), and, as a
+sweep job, ``sweep_job.json`` (which sweep command finished it). ``metrics.json`` is a stable
+contract::
+
+    {"dataset": ..., "split": ..., "n_queries": ..., "data_issues": {...}, "wall_seconds": ...,
+     "retrievers": {"<name>": {"metrics": {"nDCG@10": 0.67, ...},
+                               "latency": {"p50_ms": ..., "p95_ms": ..., "qps": ...},
+                               "n_queries": ...}}}
+
+Readers of finished folders (the gate, export, the sweep summary, best.yaml) go through here too.
+Every write is atomic (``io.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io as text_io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from retrievers.types import RetrievalResult, sort_key
+from viking_eval import io
+from viking_eval.report.html import report_html
+from viking_eval.report.markdown import report_markdown
+from viking_eval.results import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
+from viking_eval.significance import CSV_COLUMNS, csv_rows
+
+if TYPE_CHECKING:
+    from viking_eval.settings import Settings
+
+MARKER_FORMAT = 2  # 1: {"spec_key": <hash>, **result}; 2: key parts, cost, result
+LATENCY_KEYS = ["p50_ms", "p95_ms", "p99_ms", "mean_ms", "qps", "batch_qps"]
+SWEEP_TAG = "sweep_job.json"
+
+PerQuery = dict[str, dict[str, dict[str, float]]]  # retriever -> metric -> query id -> value
+
+
+class RunFolderError(ValueError):
+    """A run folder file that cannot be read; the message names the file (and line)."""
+
+
+# --------------------------------------------------------------------------- writing a run
+
+
+def write_config(folder: Path, config_yaml: str) -> None:
+    io.write_text(folder / "config.yaml", config_yaml)
+
+
+def write_run(folder: Path, name: str, run: Mapping[str, Sequence[RetrievalResult]]) -> None:
+    """``runs/<name>.trec``: ``qid Q0 docid rank score tag`` (tag = the retriever's name); ranks
+    follow (score desc, doc id asc), whatever order the retriever returned."""
+    lines = []
+    for query_id, results in run.items():
+        ordered = sorted(results, key=sort_key)
+        lines += [f"{query_id} Q0 {r.doc_id} {rank} {r.score!r} {name}" for rank, r in enumerate(ordered, 1)]
+    io.write_text(folder / "runs" / f"{name}.trec", "\n".join(lines) + ("\n" if lines else ""))
+
+
+def marker_path(folder: Path, name: str) -> Path:
+    return folder / "results" / f"{name}.json"
+
+
+def write_finished(folder: Path, result: RetrieverResult, key: ResumeKey, cost_seconds: float) -> None:
+    """The marker that ``result`` is finished: written last, after its run file."""
+    io.write_json(
+        marker_path(folder, result.name),
+        {
+            "format": MARKER_FORMAT,
+            "key": key.digest,
+            "key_parts": key.parts,
+            "cost_seconds": round(cost_seconds, 4),
+            "result": asdict(result),
+        },
+    )
+
+
+def read_finished(folder: Path, name: str) -> FinishedRetriever | None:
+    """The finished marker of retriever ``name``; None when there is none or it is unreadable."""
+    path = marker_path(folder, name)
+    if not path.is_file():
+        return None
+    try:
+        saved = io.read_json(path)
+        if saved.get("format") == MARKER_FORMAT:
+            return FinishedRetriever(
+                result=RetrieverResult(**saved["result"]),
+                key_parts=dict(saved["key_parts"]),
+                cost_seconds=float(saved["cost_seconds"]),
+            )
+        saved.pop("spec_key")  # format 1: the result's fields beside a bare hash
+        return FinishedRetriever(result=RetrieverResult(**saved), key_parts=None, cost_seconds=0.0)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def metrics_document(summary: RunSummary) -> dict[str, Any]:
+    n_queries = summary.results[0].n_queries if summary.results else 0
+    return {
+        "dataset": summary.dataset,
+        "split": summary.split,
+        "n_queries": n_queries,
+        "data_issues": summary.data_issues,
+        "phase": summary.phase,
+        "tuned_on_reported_split": summary.tuned_on_reported_split,
+        "wall_seconds": round(summary.wall_seconds, 3),
+        "retrievers": {
+            result.name: {
+                "metrics": result.metrics,
+                # the per-query samples stay in latency.json
+                "latency": (
+                    {key: value for key, value in result.latency.items() if key != "samples_ms"}
+                    if result.latency
+                    else result.latency
+                ),
+                "n_queries": result.n_queries,
+                "n_queries_without_results": result.n_queries_without_results,
+                "run_seconds": round(result.run_seconds, 4),
+                **({"groups": result.groups} if result.groups else {}),
+                **({"stats": result.stats} if result.stats else {}),
+            }
+            for result in summary.results
+        },
+    }
+
+
+def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buffer = text_io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def write_per_query(
+    path: Path, values: Mapping[str, Mapping[str, Mapping[str, float]]], metrics: Sequence[str]
+) -> None:
+    """The one per-query CSV writer (a run's ``per_query.csv``, the gate's stored baselines):
+    ``retriever,query_id,<metric>...``, queries in id order, values as Python's shortest repr."""
+    rows = []
+    for retriever, by_metric in values.items():
+        for query_id in sorted(by_metric[metrics[0]]) if metrics else []:
+            rows.append([retriever, query_id, *(float(by_metric[metric][query_id]) for metric in metrics)])
+    io.write_text(path, _csv_text(["retriever", "query_id", *metrics], rows))
+
+
+def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> None:
+    """metrics.json/.csv, per_query.csv, latency.json, significance.csv, environment.json,
+    report.md and report.html of a finished run."""
+    folder = summary.output_dir
+    metric_names = [metric.name for metric in settings.metrics]
+    io.write_json(folder / "metrics.json", metrics_document(summary))
+    rows = [
+        [
+            result.name,
+            *(result.metrics[name] for name in metric_names),
+            *((result.latency or {}).get(key) for key in LATENCY_KEYS),
+        ]
+        for result in summary.results
+    ]
+    io.write_text(folder / "metrics.csv", _csv_text(["retriever", *metric_names, *LATENCY_KEYS], rows))
+    write_per_query(
+        folder / "per_query.csv",
+        {result.name: result.per_query for result in summary.results},
+        metric_names,
+    )
+    io.write_json(
+        folder / "latency.json",
+        {
+            "retrievers": {result.name: result.latency for result in summary.results},
+            "store": {
+                key: environment.get(key)
+                for key in ("store_build_seconds", "store_built_now", "store_ready_seconds", "peak_rss_mb")
+            },
+        },
+    )
+    if summary.significance is not None:
+        io.write_text(folder / "significance.csv", _csv_text(CSV_COLUMNS, csv_rows(summary.significance)))
+    io.write_json(folder / "environment.json", environment)
+    io.write_text(folder / "report.md", report_markdown(summary, settings, environment))
+    io.write_text(folder / "report.html", report_html(summary, settings, environment))
+
+
+def write_gate_report(folder: Path, text: str, rows: Sequence[Sequence[str]]) -> None:
+    """gate.txt (the printed verdict lines) and gate.csv (one row per verdict; cells already
+    formatted by the gate)."""
+    io.write_text(folder / "gate.txt", text)
+    io.write_text(folder / "gate.csv", "\n".join(",".join(row) for row in rows) + "\n")
+
+
+# --------------------------------------------------------------------------- reading finished runs
+
+
+def is_finished_run(folder: Path) -> bool:
+    """A run folder whose run completed (metrics.json and config.yaml written)."""
+    return (folder / "metrics.json").is_file() and (folder / "config.yaml").is_file()
+
+
+def read_metrics(folder: Path) -> dict[str, Any]:
+    return _read_json(folder / "metrics.json")
+
+
+def read_latency(folder: Path) -> dict[str, Any]:
+    """latency.json's per-retriever entries (``{}`` when it has none)."""
+    return _read_json(folder / "latency.json").get("retrievers") or {}
+
+
+def read_environment(folder: Path) -> dict[str, Any]:
+    """environment.json, or ``{}`` for a folder without one."""
+    path = folder / "environment.json"
+    return _read_json(path) if path.is_file() else {}
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """config.yaml as plain data."""
+    path = folder / "config.yaml"
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise RunFolderError(f"{path}: cannot be read: {error}") from None
+    if not isinstance(document, dict):
+        raise RunFolderError(f"{path}: expected a mapping, got {type(document).__name__}")
+    return document
+
+
+def load_config(folder: Path) -> DictConfig:
+    """config.yaml as an OmegaConf config (to validate it again with ``load_settings``)."""
+    config = OmegaConf.load(folder / "config.yaml")
+    if not isinstance(config, DictConfig):
+        raise RunFolderError(f"{folder / 'config.yaml'}: expected a mapping")
+    return config
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        document = io.read_json(path)
+    except OSError as error:
+        raise RunFolderError(f"{path}: cannot be read: {error}") from None
+    except ValueError as error:
+        raise RunFolderError(f"{path}: not valid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise RunFolderError(f"{path}: expected a JSON object, got {type(document).__name__}")
+    return document
+
+
+def read_per_query(path: Path) -> PerQuery:
+    """A per-query CSV (``retriever,query_id,<metric>...``) as retriever -> metric -> query -> value."""
+    if not path.is_file():
+        raise RunFolderError(f"{path} does not exist")
+    values: PerQuery = {}
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = reader.fieldnames or []
+        if columns[:2] != ["retriever", "query_id"] or len(columns) < 3:
+            raise RunFolderError(
+                f"{path}: expected the columns retriever, query_id, <metric>..., got {columns}"
+            )
+        metrics = columns[2:]
+        for line, row in enumerate(reader, start=2):
+            retriever, query_id = row["retriever"], row["query_id"]
+            by_metric = values.setdefault(retriever, {metric: {} for metric in metrics})
+            if query_id in by_metric[metrics[0]]:
+                raise RunFolderError(f"{path}:{line}: query {query_id!r} of {retriever!r} appears twice")
+            for metric in metrics:
+                try:
+                    number = float(row[metric])
+                except (TypeError, ValueError):
+                    raise RunFolderError(
+                        f"{path}:{line}: {metric} of query {query_id!r} is not a number: {row[metric]!r}"
+                    ) from None
+                if not math.isfinite(number):
+                    raise RunFolderError(
+                        f"{path}:{line}: {metric} of query {query_id!r} is not finite: {number}"
+                    )
+                by_metric[metric][query_id] = number
+    if not values:
+        raise RunFolderError(f"{path}: no rows")
+    return values
+
+
+# --------------------------------------------------------------------------- sweep jobs
+
+
+def job_folders(sweep_dir: Path) -> list[Path]:
+    """The finished job folders of a sweep folder (Hydra's numbered sub-folders with a
+    metrics.json), in job-number order."""
+    return sorted(
+        (
+            path
+            for path in sweep_dir.iterdir()
+            if path.is_dir() and (path / ".hydra").is_dir() and (path / "metrics.json").is_file()
+        ),
+        key=lambda path: (len(path.name), path.name),
+    )
+
+
+def read_job_overrides(job_dir: Path) -> list[str]:
+    """The job's own overrides (Hydra's ``.hydra/overrides.yaml``)."""
+    path = job_dir / ".hydra" / "overrides.yaml"
+    overrides = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
+    return [str(override) for override in overrides or []]
+
+
+def clear_sweep_tag(job_dir: Path) -> None:
+    """A job starts (again): until it finishes, the folder belongs to no sweep command."""
+    (job_dir / SWEEP_TAG).unlink(missing_ok=True)
+
+
+def write_sweep_tag(job_dir: Path, sweep: str, command: Mapping[str, Any], overrides: Sequence[str]) -> None:
+    """``sweep_job.json``: the job finished as part of the sweep command whose identity is
+    ``sweep`` (``command`` holds what the identity was computed from)."""
+    io.write_json(
+        job_dir / SWEEP_TAG, {"sweep": sweep, "command": dict(command), "overrides": list(overrides)}
+    )
+
+
+def read_sweep_tag(job_dir: Path) -> dict[str, Any] | None:
+    path = job_dir / SWEEP_TAG
+    if not path.is_file():
+        return None
+    try:
+        return _read_json(path)
+    except RunFolderError:
+        return None
+
+
+def read_best(sweep_dir: Path) -> dict[str, Any] | None:
+    """A sweep folder's best.yaml, or None when the sweep wrote none."""
+    path = sweep_dir / "best.yaml"
+    if not path.is_file():
+        return None
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(document, dict):
+        raise RunFolderError(f"{path}: expected a mapping, got {type(document).__name__}")
+    return document
