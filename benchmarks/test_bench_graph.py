@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from retrievers import ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
-from retrievers.store.edges import EdgeSet
 from retrievers.graph import GraphRetriever
+from retrievers.store.edges import EdgeSet
 
 CISI = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "cisi"
 TOP_K = 100

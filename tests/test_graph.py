@@ -14,9 +14,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrievers import ContextStore, DenseRetriever, Document, Edge, EdgeContext, StoreConfig, TfidfEmbedder
-from retrievers.store.edges import EdgeSet
+from retrievers import (
+    ContextStore,
+    DenseRetriever,
+    Document,
+    Edge,
+    EdgeContext,
+    RetrievalResult,
+    StoreConfig,
+    TfidfEmbedder,
+)
 from retrievers.graph import GraphParams, GraphRetriever
+from retrievers.store.edges import EdgeSet
 from viking_eval.data import load_dataset
 
 QUERY = "the query"
@@ -297,11 +306,12 @@ def test_two_seeds_on_a_two_cycle_boost_each_other_not_themselves() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+CROWDED = {"a": 0.875, "b": 0.75, "c": 0.625, "g": 0.125, "h": 0.125}
+CROWDED_EDGES = [Edge("a", "g", "r", 1.0), Edge("a", "h", "r", 0.5)]
+
+
 def test_graph_top_k_reserves_slots_for_graph_found_documents() -> None:
-    store, embedder = hand_store(
-        {"a": 0.875, "b": 0.75, "c": 0.625, "g": 0.125, "h": 0.125},
-        [Edge("a", "g", "r", 1.0), Edge("a", "h", "r", 0.5)],
-    )
+    store, embedder = hand_store(CROWDED, CROWDED_EDGES)
     plain = GraphRetriever(store, embedder, seed_top_k=3)
     assert ranking(plain, 3) == ["a", "b", "c"]  # seeds crowd the graph-found documents out
     reserved = GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=1)
@@ -359,29 +369,139 @@ def test_keyword_seeds_are_fused_by_weighted_rrf() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# scoping: seeds and traversal stay inside store.allowed
+# the kernel's abilities: scope and filters, chunked stores, a reranker
 # ----------------------------------------------------------------------------------------------
 
+SCOPE = {"a": 0.75, "o": 0.875, "x": 0.125, "y": 0.125, "z": 0.125}
+SCOPE_EDGES = [
+    Edge("a", "x", "r", 1.0),
+    Edge("x", "y", "r", 1.0),
+    Edge("a", "z", "r", 1.0),
+    Edge("o", "a", "r", 1.0),
+]
 
-def test_scoped_view_is_never_left() -> None:
-    store, embedder = hand_store(
-        {"a": 0.75, "o": 0.875, "x": 0.125, "y": 0.125, "z": 0.125},
-        [
-            Edge("a", "x", "r", 1.0),
-            Edge("x", "y", "r", 1.0),
-            Edge("a", "z", "r", 1.0),
-            Edge("o", "a", "r", 1.0),
-        ],
-    )
-    inside = np.asarray([doc_id in {"a", "y", "z"} for doc_id in store.doc_ids])
-    view = store.restricted(inside)
+
+@pytest.mark.parametrize("restriction", ["scoped view", "doc_ids filter", "metadata filter"])
+def test_seeds_and_traversal_stay_inside_the_scope_and_filters(restriction: str) -> None:
+    store, embedder = hand_store(SCOPE, SCOPE_EDGES)
+    inside = {"a", "y", "z"}
+    for document in store.documents:
+        document.metadata["shelf"] = "in" if document.id in inside else "out"
+    extra: dict[str, object] = {}
+    if restriction == "scoped view":
+        store = store.restricted(np.asarray([doc_id in inside for doc_id in store.doc_ids]))
+    elif restriction == "doc_ids filter":
+        extra["filters"] = {"doc_ids": sorted(inside)}
+    else:
+        extra["filters"] = {"metadata": {"shelf": "in"}}
     for scoring, bidirectional in itertools.product(("propagated", "oasis"), (False, True)):
         retriever = GraphRetriever(
-            view, embedder, seed_top_k=1, max_hops=3, scoring=scoring, bidirectional=bidirectional
+            store, embedder, seed_top_k=1, max_hops=3, scoring=scoring, bidirectional=bidirectional, **extra
         )
         # o (the best match) and x are outside: the seed is a, and y is only reachable through x
         assert ranking(retriever) == ["a", "z"], (scoring, bidirectional)
         assert retriever.retrieve(QUERY, 5)[0].provenance["stats"]["graph_found"] == 1
+
+
+class ChunkEmbedder(HandEmbedder):
+    """A hand embedder keyed by chunk text."""
+
+    def __init__(self, cosines: dict[str, float]) -> None:
+        self.table = {QUERY: [1.0, 0.0]}
+        self.table.update({text: [c, math.sqrt(1.0 - c * c)] for text, c in cosines.items()})
+
+
+def chunked_store(edges: list[Edge]) -> tuple[ContextStore, ChunkEmbedder]:
+    """Documents A (chunks A#0 "aa aa", A#1 "bb bb"), B ("cc cc") and C ("dd dd"), chunks of two
+    words; edges join chunks."""
+    embedder = ChunkEmbedder({"aa aa": 0.75, "bb bb": 0.125, "cc cc": 0.125, "dd dd": 0.5})
+    documents = [Document("A", "aa aa bb bb"), Document("B", "cc cc"), Document("C", "dd dd")]
+    config = StoreConfig.from_dict({"timestamps": None, "chunking": {"size": 2, "overlap": 0}})
+    store = ContextStore.build(documents, embedder, config)
+    assert store.doc_ids == ["A#0", "A#1", "B#0", "C#0"]
+    store.edges = EdgeSet.from_edges(edges, store.row_of)
+    return store, embedder
+
+
+def test_chunked_store_walks_chunks_and_answers_with_documents() -> None:
+    store, embedder = chunked_store([Edge("A#0", "B#0", "r", 1.0), Edge("C#0", "A#1", "r", 1.0)])
+    retriever = GraphRetriever(store, embedder, seed_top_k=2)
+    results = retriever.retrieve(QUERY, 10)
+    # seeds A#0 (0.75) and C#0 (0.5); A#0 -> B#0: 0.3 * 0.7 * 0.75; C#0 -> A#1: 0.3 * 0.7 * 0.5,
+    # below A's seed chunk, so A scores its best chunk A#0
+    assert [(r.doc_id, r.score) for r in results] == [
+        ("A", pytest.approx(0.7 * 0.75)),
+        ("C", pytest.approx(0.7 * 0.5)),
+        ("B", pytest.approx(0.3 * 0.7 * 0.75)),
+    ]
+    by_id = {r.doc_id: r for r in results}
+    assert by_id["A"].provenance["chunk_id"] == "A#0" and by_id["A"].provenance["found_by"] == "seed"
+    assert by_id["B"].provenance["chunk_id"] == "B#0" and by_id["B"].provenance["found_by"] == "graph"
+    assert by_id["B"].provenance["path"] == (EdgeContext("A#0", "B#0", "r", 1.0, 1),)
+    assert by_id["B"].provenance["origin"] == "A#0"
+    # graph_top_k counts documents: one slot of two goes to B, the other to the best seed document
+    reserved = GraphRetriever(store, embedder, seed_top_k=2, graph_top_k=1)
+    assert ranking(reserved, 2) == ["A", "B"]
+
+
+def test_chunked_store_a_document_is_graph_found_when_its_best_chunk_is() -> None:
+    store, embedder = chunked_store([Edge("A#1", "C#0", "r", 1.0), Edge("C#0", "A#0", "r", 1.0)])
+    weights = {"seed_top_k": 1, "vector_weight": 0.25, "graph_weight": 1.0}
+    assert ranking(GraphRetriever(store, embedder, **weights)) == ["A"]  # no edge leaves the seed A#0
+    both = GraphRetriever(store, embedder, bidirectional=True, **weights)
+    # backwards from the seed A#0 (0.75): C#0 at hop 1 (0.7 * 0.75), A#1 at hop 2 (0.5 * 0.75),
+    # which beats A's seed chunk (0.25 * 0.75): A is found through A#1
+    results = both.retrieve(QUERY, 10)
+    assert [(r.doc_id, r.score) for r in results] == [
+        ("C", pytest.approx(0.7 * 0.75)),
+        ("A", pytest.approx(0.5 * 0.75)),
+    ]
+    assert results[1].provenance["chunk_id"] == "A#1" and results[1].provenance["found_by"] == "graph"
+    assert results[1].provenance["path"] == (
+        EdgeContext("A#0", "C#0", "r", 1.0, 1),
+        EdgeContext("C#0", "A#1", "r", 1.0, 2),
+    )
+    # so with one of two slots reserved for graph-found documents, the seed slot has no document
+    reserved = GraphRetriever(store, embedder, bidirectional=True, graph_top_k=1, **weights)
+    assert ranking(reserved, 2) == ["C"]
+
+
+class PrefersLast:
+    """Scores candidates by their doc id, last letter best; records what it saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    def rerank(self, query: str, candidates: Sequence[RetrievalResult], texts: Sequence[str]) -> list[float]:
+        self.seen.append([c.doc_id for c in candidates])
+        return [float(ord(c.doc_id)) for c in candidates]
+
+
+class Broken:
+    def rerank(self, query: str, candidates: Sequence[RetrievalResult], texts: Sequence[str]) -> list[float]:
+        raise RuntimeError("reranker down")
+
+
+def test_reranker_sees_the_graph_selection_and_records_the_graph_score() -> None:
+    store, embedder = hand_store(CROWDED, CROWDED_EDGES)
+    reranker = PrefersLast()
+    retriever = GraphRetriever(
+        store, embedder, seed_top_k=3, graph_top_k=1, reranker=reranker, rerank_depth=3
+    )
+    results = retriever.retrieve(QUERY, 2)
+    # the pool of 3: two seed slots (a, b) and the reserved graph slot (g), in score order
+    assert reranker.seen == [["a", "b", "g"]]
+    assert [(r.doc_id, r.score) for r in results] == [("g", float(ord("g"))), ("b", float(ord("b")))]
+    assert results[0].provenance["pre_rerank_score"] == pytest.approx(0.3 * 0.7 * 0.875)
+    assert results[0].provenance["found_by"] == "graph" and results[0].provenance["rerank_fallback"] is None
+    assert results[0].provenance["path"] == (EdgeContext("a", "g", "r", 1.0, 1),)
+    failing = GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=1, reranker=Broken())
+    kept = failing.retrieve(QUERY, 2)
+    assert [(r.doc_id, r.score) for r in kept] == [
+        ("a", pytest.approx(0.7 * 0.875)),
+        ("g", pytest.approx(0.3 * 0.7 * 0.875)),
+    ]
+    assert all("reranker down" in r.provenance["rerank_fallback"] for r in kept)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -608,23 +728,33 @@ def test_without_edges_it_is_vector_search_over_the_seeds(cisi) -> None:  # type
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"max_hops": -1}, r"max_hops must be an integer in \[0, 10\], got -1"),
-        ({"max_hops": 11}, r"max_hops must be an integer in \[0, 10\]"),
-        ({"hop_decay": [1.0, 1.5]}, r"hop_decay values must be numbers in \[0, 1\], got \[1.0, 1.5\]"),
-        ({"hop_decay": [1.0, -0.1]}, r"hop_decay values must be numbers in \[0, 1\]"),
-        ({"hop_decay": 1.2}, r"hop_decay must be a number in \[0, 1\]"),
-        ({"hop_decay": []}, r"non-empty list"),
-        ({"hop_decay": "0.5"}, r"hop_decay must be a number in \[0, 1\] or a non-empty list"),
-        ({"scoring": "best"}, r"scoring must be one of \['propagated', 'oasis'\], got 'best'"),
-        ({"seed_top_k": 0}, r"seed_top_k must be an integer in \[1, 10000000\]"),
-        ({"seed_keyword_weight": 1.5}, r"seed_keyword_weight must be a number in \[0, 1\]"),
-        ({"vector_weight": -1}, r"vector_weight must be a number in \[0, 1\]"),
-        ({"min_traversal_score": float("nan")}, r"min_traversal_score must be a number in \[0, 1\]"),
-        ({"graph_top_k": -2}, r"graph_top_k must be an integer in \[0, 10000000\]"),
-        ({"relation_filter": "references"}, r"relation_filter must be a non-empty list"),
-        ({"relation_filter": []}, r"relation_filter must be a non-empty list"),
-        ({"bidirectional": "yes"}, r"bidirectional must be true or false"),
-        ({"max_hops": True}, r"max_hops must be an integer"),
+        ({"max_hops": -1}, r"^max_hops must be an integer in \[0, 10\], got -1$"),
+        ({"max_hops": 11}, r"^max_hops must be an integer in \[0, 10\], got 11$"),
+        ({"hop_decay": [1.0, 1.5]}, r"^hop_decay\[1\] must be a number in \[0, 1\], got 1.5$"),
+        ({"hop_decay": [1.0, -0.1]}, r"^hop_decay\[1\] must be a number in \[0, 1\], got -0.1$"),
+        ({"hop_decay": [1.0, float("nan")]}, r"^hop_decay\[1\] must be a number in \[0, 1\], got nan$"),
+        ({"hop_decay": 1.2}, r"^hop_decay must be a number in \[0, 1\], got 1.2$"),
+        ({"hop_decay": []}, r"^hop_decay must not be empty$"),
+        ({"hop_decay": "0.5"}, r"^hop_decay must be a number or a list, got '0.5'$"),
+        ({"scoring": "best"}, r"^scoring must be one of \['propagated', 'oasis'\], got 'best'$"),
+        ({"seed_top_k": 0}, r"^seed_top_k must be an integer in \[1, 10000000\], got 0$"),
+        ({"seed_keyword_weight": 1.5}, r"^seed_keyword_weight must be a number in \[0, 1\], got 1.5$"),
+        ({"vector_weight": -1}, r"^vector_weight must be a number in \[0, 1\], got -1$"),
+        (
+            {"min_traversal_score": float("nan")},
+            r"^min_traversal_score must be a number in \[0, 1\], got nan$",
+        ),
+        ({"graph_top_k": -2}, r"^graph_top_k must be an integer in \[0, 10000000\], got -2$"),
+        ({"max_frontier": 2.5}, r"^max_frontier must be an integer in \[0, 10000000\], got 2.5$"),
+        ({"relation_filter": "references"}, r"^relation_filter must be a list or null, got 'references'$"),
+        ({"relation_filter": []}, r"^relation_filter must not be empty$"),
+        (
+            {"relation_filter": ["references", ""]},
+            r"^relation_filter\[1\] must be a non-empty string, got ''$",
+        ),
+        ({"bidirectional": "yes"}, r"^bidirectional must be true or false, got 'yes'$"),
+        ({"max_hops": True}, r"^max_hops must be an integer in \[0, 10\], got True$"),
+        ({"query_batch_size": 0}, r"^query_batch_size must be an integer in \[1, 65536\], got 0$"),
     ],
 )
 def test_bad_parameters(params: dict[str, object], message: str) -> None:
@@ -632,23 +762,25 @@ def test_bad_parameters(params: dict[str, object], message: str) -> None:
         GraphParams(**params)  # type: ignore[arg-type]
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
     with pytest.raises(ValueError, match=message):
-        GraphRetriever(store, embedder, **params)  # type: ignore[arg-type]
+        GraphRetriever(store, embedder, **params)
 
 
-def test_bad_input_at_construction_and_query_time() -> None:
+def test_bad_input_at_construction() -> None:
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
     with pytest.raises(
-        ValueError, match=r"relation_filter names relation\(s\) \['cites'\].*they have \['r'\]"
+        ValueError,
+        match=r"^relation_filter names relation\(s\) \['cites'\] that the store's edges do not have; they have \['r'\]$",
     ):
         GraphRetriever(store, embedder, relation_filter=["cites"])
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['hops'\]; allowed: \[.*'max_hops'"):
+        GraphRetriever(store, embedder, hops=3)
+    with pytest.raises(ValueError, match="reranker must be null or an object with a rerank"):
+        GraphRetriever(store, embedder, reranker="cross-encoder")
     other = TfidfEmbedder(dim=2).fit(["alpha beta", "beta gamma", "gamma delta"])
     with pytest.raises(ValueError, match="not the one the store was built with"):
         GraphRetriever(store, other)
-    retriever = GraphRetriever(store, embedder)
-    with pytest.raises(ValueError, match="top_k must be an integer >= 1"):
-        retriever.retrieve(QUERY, 0)
-    with pytest.raises(ValueError, match="non-empty string"):
-        retriever.retrieve_batch([QUERY, " "], 5)
+    with pytest.raises(ValueError, match="GraphRetriever needs an embedder"):
+        GraphRetriever(store, None)
 
 
 def test_params_accept_config_lists_and_normalise_them() -> None:

@@ -164,15 +164,15 @@ def test_scoped_run_follows_sequence_edges_within_the_conversation(
         ),
         (
             ["retrievers.graph.hop_decay=[1.0,1.5]"],
-            r"retrievers.graph: hop_decay values must be numbers in \[0, 1\]",
+            r"retrievers.graph: hop_decay\[1\] must be a number in \[0, 1\], got 1.5",
         ),
         (["retrievers.graph.scoring=best"], r"scoring must be one of \['propagated', 'oasis'\]"),
         (["+retrievers.graph.hops=3"], r"retrievers.graph: unknown key\(s\) \['hops'\]"),
         (
             ["+store.edges.similar_to.k=0"],
-            r"store: edges.similar_to.k must be an integer in \[1, 1000\], got 0",
+            r"edges.similar_to.k must be an integer in \[1, 1000\], got 0",
         ),
-        (["+store.edges.citations.fields=[x]"], r"unknown store.edges builder\(s\) \['citations'\]"),
+        (["+store.edges.citations.fields=[x]"], r"unknown store.edges key\(s\) \['citations'\]"),
         (["+store.edges.references.ids=[x]"], r"unknown store.edges.references key\(s\) \['ids'\]"),
         (["store.edges.references.weight=-0.5"], r"edges.references.weight must be a number in \[0, 1\]"),
     ],
