@@ -224,6 +224,54 @@ def test_run_folder_comparison_refuses_bad_input(smoke_run: Path, tmp_path: Path
         compare_runs(smoke_run, smoke_run, metrics=["P@5"])
 
 
+def _compose(*overrides: str) -> Any:
+    from hydra import compose, initialize_config_dir
+
+    from viking_eval.settings import load_settings
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return load_settings(compose(config_name="config", overrides=["experiment=smoke", *overrides]))
+
+
+def test_runner_programs_run_gate_and_compare(
+    data_env: Path, smoke_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The functions the CLI calls, one per program: evaluate, run + compare, gate; and the
+    gate's own command line through the runner (issue 13: the gate never imports the runner)."""
+    from viking_eval import runner
+
+    objectives = runner.run_program(_compose("run.latency.n_queries=0"), tmp_path / "run")
+    assert set(objectives) == {"bm25", "dense"} and set(objectives["bm25"]) == {
+        "nDCG@10",
+        "R@10",
+        "R@100",
+        "RR@10",
+        "AP@100",
+    }
+    assert "report: " in capsys.readouterr().out
+    # the same configuration scores the same per query as the stored smoke run: every verdict OK
+    status = runner.compare_program(
+        _compose("run.latency.n_queries=0", f"gate.baseline_run={smoke_run}"), tmp_path / "compared"
+    )
+    assert status == 0
+    assert (
+        (tmp_path / "compared" / "gate.txt").read_text().splitlines()[-1].startswith("gate PASS: 10 checks")
+    )
+    # a damaged stored run makes the same program fail
+    damaged = _copy_with(smoke_run, tmp_path / "damaged", _shift("bm25", "nDCG@10", 0.2))
+    assert (
+        runner.compare_program(
+            _compose("run.latency.n_queries=0", f"gate.baseline_run={damaged}"), tmp_path / "again"
+        )
+        == 1
+    )
+    # a baseline file that cannot be used: exit status 2, one line naming it
+    missing = tmp_path / "missing.yaml"
+    assert runner.gate_program(_compose(f"gate.baseline={missing}"), tmp_path / "gate") == 2
+    assert f"baseline file {missing} does not exist" in capsys.readouterr().err
+    assert runner.gate_cli(["compare", str(smoke_run), str(smoke_run)]) == 0
+
+
 # --------------------------------------------------------------------------- baseline files
 
 
