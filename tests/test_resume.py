@@ -233,3 +233,18 @@ def test_key_differences_by_hand() -> None:
     ]
     assert key.differences(key.parts) == []
     assert ResumeKey(dict(saved)).digest != key.digest
+
+
+def test_an_unreadable_marker_is_rerun_and_named(
+    adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "run"
+    first = run_experiment(_settings(adi), out)
+    marker = out / "results" / "dense.json"
+    marker.write_text(marker.read_text()[:100])  # cut short, as by a full disk outside io.py
+    caplog.set_level(logging.INFO, logger=RUNNER_LOG)
+    second = run_experiment(_settings(adi), out)
+    assert [line.split(": ")[0:2] for line in _reruns(caplog)] == [["rerunning dense", str(marker)]]
+    assert "not valid JSON" in _reruns(caplog)[0]
+    assert second.metrics() == first.metrics()
+    assert json.loads(marker.read_text())["result"]["name"] == "dense"

@@ -86,12 +86,13 @@ def write_finished(folder: Path, result: RetrieverResult, key: ResumeKey, cost_s
 
 
 def read_finished(folder: Path, name: str) -> FinishedRetriever | None:
-    """The finished marker of retriever ``name``; None when there is none or it is unreadable."""
+    """The finished marker of retriever ``name``, None when there is none; RunFolderError when
+    it exists but cannot be read (the result is then computed again)."""
     path = marker_path(folder, name)
     if not path.is_file():
         return None
+    saved = _read_json(path)
     try:
-        saved = io.read_json(path)
         if saved.get("format") == MARKER_FORMAT:
             return FinishedRetriever(
                 result=RetrieverResult(**saved["result"]),
@@ -100,8 +101,10 @@ def read_finished(folder: Path, name: str) -> FinishedRetriever | None:
             )
         saved.pop("spec_key")  # format 1: the result's fields beside a bare hash
         return FinishedRetriever(result=RetrieverResult(**saved), key_parts=None, cost_seconds=0.0)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise RunFolderError(
+            f"{path}: not a finished-retriever marker ({type(error).__name__}: {error})"
+        ) from None
 
 
 def metrics_document(summary: RunSummary) -> dict[str, Any]:

@@ -415,7 +415,11 @@ def run_experiment(
     work_started = started  # the cost of a computed result runs from here (setup included)
     for spec in settings.retrievers:
         key = resume_key(settings, spec, dataset, embedder, stores.key)
-        finished = run_folder.read_finished(output_dir, spec.name) if settings.run.resume else None
+        try:
+            finished = run_folder.read_finished(output_dir, spec.name) if settings.run.resume else None
+        except run_folder.RunFolderError as error:
+            log.info("rerunning %s: %s", spec.name, error)
+            finished = None
         if finished is not None:
             reason = finished.reason_to_rerun(key)
             if reason is None:
