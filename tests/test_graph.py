@@ -319,6 +319,8 @@ def test_graph_top_k_reserves_slots_for_graph_found_documents() -> None:
     assert [r.doc_id for r in results] == ["a", "b", "g"]  # 2 seed slots + the best graph slot
     assert results[2].score == pytest.approx(0.3 * 0.7 * 0.875)
     assert ranking(GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=5), 3) == ["g", "h"]
+    # more reserved slots than top_k: still top_k results (the graph-found ones)
+    assert ranking(GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=5), 1) == ["g"]
 
 
 def test_rescore_reached_adds_the_documents_own_similarity() -> None:
