@@ -314,7 +314,7 @@ def _adi() -> dict[str, Any]:
             lambda d: d["checks"][0].update(
                 command=d["checks"][0]["command"].replace("dataset=adi", "dataset=nosuch")
             ),
-            r"check 'adi': the command .* does not compose: .*dataset/nosuch",
+            r"check 'adi': the command .* does not compose: .*(dataset/nosuch|dataset: no option 'nosuch')",
         ),
         (
             lambda d: d["checks"][0].update(dataset="medline"),
