@@ -309,7 +309,7 @@ class Retriever:
         keep = self.final_filter(kept_scores)
         stats = dict(candidates.stats) if candidates.stats is not None else None
         if reranked:
-            stats = {**(stats or {}), "rerank_fallback": int(fallback is not None)}
+            stats = {**(stats or {}), "rerank_fallbacks": int(fallback is not None)}
         results = []
         for rank, i in enumerate(entries):
             if keep is not None and not keep[rank]:

@@ -225,6 +225,23 @@ def _describe(hint: Any) -> str:
     return "a value"
 
 
+def _shape_fits(hint: Any, value: Any) -> bool:
+    """Whether ``value`` has the shape of ``hint`` (number, string, list, mapping), its content
+    aside: used to pick the most telling error among a union's options."""
+    origin = typing.get_origin(hint)
+    if hint in (int, float):
+        return is_number(value)
+    if hint is bool:
+        return isinstance(value, bool | np.bool_)
+    if hint is str or origin is Literal:
+        return isinstance(value, str)
+    if origin in (tuple, Sequence, list):
+        return isinstance(value, Sequence | np.ndarray) and not isinstance(value, str | bytes)
+    if origin in (Mapping, dict) or (isinstance(hint, type) and issubclass(hint, Params)):
+        return isinstance(value, Mapping)
+    return False
+
+
 def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
     """``value`` checked against ``hint`` and ``spec``; the canonical value (tuples for lists,
     floats for numbers, Params for nested mappings) or ParamError."""
@@ -237,7 +254,8 @@ def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
             if type(None) in options:
                 return None
             raise ParamError(name, f"{name} must be {_describe(hint)}, got None")
-        errors = []
+        errors: list[ParamError] = []
+        tried: list[Any] = []
         for option in options:
             if option is type(None):
                 continue
@@ -245,6 +263,10 @@ def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
                 return _convert(name, option, value, spec)
             except ParamError as error:
                 errors.append(error)
+                tried.append(option)
+        shaped = [error for option, error in zip(tried, errors, strict=True) if _shape_fits(option, value)]
+        if len(errors) > 1 and len(shaped) == 1:
+            errors = shaped  # the option the value looks like says best what is wrong with it
         if len(errors) == 1:
             if type(None) not in options or errors[0].key != name:
                 raise errors[0]
