@@ -181,14 +181,18 @@ def test_hub_name_uses_revision_without_loading() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"max_seq_length": 0}, r"\[1, 8192\]"),
+        ({"max_seq_length": 0}, r"max_seq_length must be an integer in \[1, 8192\] or null, got 0"),
         ({"max_seq_length": 8193}, r"\[1, 8192\]"),
         ({"max_seq_length": True}, r"\[1, 8192\]"),
-        ({"batch_size": 0}, ">= 1"),
-        ({"batch_size": 2.5}, ">= 1"),
-        ({"model_name": ""}, "non-empty"),
-        ({"device": ""}, "non-empty"),
-        ({"revision": ""}, "non-empty"),
+        ({"batch_size": 0}, r"batch_size must be an integer in \[1, 1000000\], got 0"),
+        ({"batch_size": 2.5}, r"batch_size must be an integer in \[1, 1000000\], got 2.5"),
+        ({"model_name": ""}, "model_name must be a non-empty string"),
+        ({"device": ""}, r"device must be a non-empty string or null \(cpu, cuda"),
+        ({"revision": ""}, "revision must be a non-empty string or null"),
+        ({"normalize": 1}, "normalize must be true or false, got 1"),
+        ({"show_progress": "no"}, "show_progress must be true or false or null"),
+        ({"query_prefix": None}, "query_prefix must be a string"),
+        ({"query_prefix": "q: ", "query_prompt_name": "query"}, "both set"),
     ],
 )
 def test_minilm_parameter_validation(kwargs: dict[str, object], message: str) -> None:

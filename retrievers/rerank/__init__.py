@@ -4,11 +4,20 @@
 * :class:`EmbeddingReranker` (``embedding.py``): a bi-encoder reranker over full texts.
 * :class:`CrossEncoderReranker` (``cross_encoder.py``): a sentence-transformers cross-encoder.
 * :class:`LLMReranker` (``llm.py``): grades from an OpenAI-compatible chat endpoint.
+* :class:`HTTPReranker` (``http.py``): scores from a ``/rerank`` endpoint (Cohere, Jina, vLLM, TEI).
 """
 
 from retrievers.rerank.cross_encoder import CrossEncoderReranker
 from retrievers.rerank.embedding import EmbeddingReranker
+from retrievers.rerank.http import HTTPReranker
 from retrievers.rerank.llm import LLMReranker
 from retrievers.rerank.policy import RerankError, rerank_with_fallback
 
-__all__ = ["CrossEncoderReranker", "EmbeddingReranker", "LLMReranker", "RerankError", "rerank_with_fallback"]
+__all__ = [
+    "CrossEncoderReranker",
+    "EmbeddingReranker",
+    "HTTPReranker",
+    "LLMReranker",
+    "RerankError",
+    "rerank_with_fallback",
+]

@@ -1,0 +1,162 @@
+"""TF-IDF + truncated SVD (latent semantic analysis): a fast, torch-free embedder for unit tests
+and quick sweeps, not for quality. scikit-learn is imported only when :meth:`TfidfEmbedder.fit` runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from retrievers.embedders.base import EncodeKind, FloatMatrix, check_kind, check_texts, unit_rows
+from retrievers.embedders.models import FINGERPRINT_LEN
+from retrievers.params import check_int
+from retrievers.text import fit_tfidf
+
+__all__ = ["NotFittedError", "TfidfEmbedder"]
+
+_NOT_FITTED = "TfidfEmbedder must be fit(...) on the corpus first"
+
+
+class NotFittedError(RuntimeError, AttributeError):
+    """Raised when an unfitted :class:`TfidfEmbedder` is used.
+
+    A ``RuntimeError`` for callers; also an ``AttributeError`` so that ``hasattr`` (and with it
+    ``isinstance(embedder, Embedder)`` on Python 3.11) answers False instead of raising.
+    """
+
+
+class TfidfEmbedder:
+    """TF-IDF + truncated SVD (latent semantic analysis), then L2 normalisation.
+
+    ``TfidfVectorizer(sublinear_tf=True, stop_words="english", token_pattern=r"(?u)\\b\\w\\w+\\b")``
+    (float32) followed by ``TruncatedSVD(dim, algorithm="randomized", n_iter=7, random_state=seed)``.
+    Fast and torch-free (SciFact's 5,183 documents at 256 dimensions on two cores: 4-7 s to fit,
+    about 1 s to encode): for unit tests and quick sweeps. It must be :meth:`fit` on the corpus
+    before :meth:`encode`; queries and documents are embedded the same way (``kind`` is only
+    validated).
+
+    The SVD cannot have more components than ``min(n_features, n_docs) - 1``, so ``fit`` caps
+    ``dim`` there and :attr:`dim` reports the effective width (``requested_dim`` keeps the request).
+    A text with no term of the fitted vocabulary gets an all-zero row: cosine 0 with everything,
+    never NaN.
+    """
+
+    N_ITER = 7
+    VERSION = "v2"  # part of the name: bump when the same settings and texts give other vectors
+
+    def __init__(
+        self,
+        dim: int = 256,
+        *,
+        seed: int = 0,
+        min_df: int = 1,
+        max_features: int | None = 100_000,
+    ) -> None:
+        dim = int(check_int("dim", dim, 1) or 0)
+        seed = int(check_int("seed", seed, 0, 2**32 - 1) or 0)
+        min_df = int(check_int("min_df", min_df, 1) or 0)
+        max_features = check_int("max_features", max_features, 1, nullable=True)
+        self.requested_dim = dim
+        self.seed = seed
+        self.min_df = min_df
+        self.max_features = max_features
+        self._dim = dim
+        self._name: str | None = None
+        self._vectorizer: Any = None
+        self._svd: Any = None
+
+    @property
+    def fitted(self) -> bool:
+        """Whether :meth:`fit` has run."""
+        return self._name is not None
+
+    @property
+    def dim(self) -> int:
+        """Effective embedding width after :meth:`fit`; the requested width before it."""
+        return self._dim
+
+    # Setters only so that mypy accepts this class as an ``Embedder`` (see SentenceTransformerEmbedder).
+    @dim.setter
+    def dim(self, value: int) -> None:
+        raise AttributeError("TfidfEmbedder.dim is set by fit(); pass dim= to the constructor")
+
+    @property
+    def name(self) -> str:
+        """``tfidf-svd:v2:<effective dim>:<seed>:<min_df>:<max_features>:<corpus hash>``.
+
+        ``v2`` is the algorithm version (v2: a float32 TF-IDF matrix); it changes whenever the same
+        settings and texts would give other vectors, so no cache entry or tuned file is reused
+        across such a change.
+
+        The corpus hash is the first 16 hex digits of SHA-256 over the fit texts, each as its
+        length (8 bytes) followed by its UTF-8 bytes, so the same texts in the same order give the
+        same name and no two text lists collide by concatenation.
+        """
+        if self._name is None:
+            raise NotFittedError(_NOT_FITTED)
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        raise AttributeError("TfidfEmbedder.name is derived from the settings and the fit texts")
+
+    def fit(self, texts: Sequence[str]) -> TfidfEmbedder:
+        """Learn the vocabulary, IDF weights and SVD basis from ``texts``; returns ``self``."""
+        items = check_texts(texts, "TfidfEmbedder.fit")
+        from sklearn.decomposition import TruncatedSVD
+
+        try:
+            # float32 halves the SVD time on SciFact with the same explained variance
+            vectorizer, matrix = fit_tfidf(
+                items, min_df=self.min_df, max_features=self.max_features, dtype=np.float32
+            )
+        except ValueError as exc:  # empty vocabulary, or min_df above the number of documents
+            raise ValueError(
+                f"TfidfEmbedder.fit found no usable terms in {len(items)} texts "
+                f"(min_df={self.min_df}, English stop words removed): {exc}"
+            ) from exc
+        n_docs, n_features = matrix.shape
+        effective = min(self.requested_dim, n_features - 1, n_docs - 1)
+        if effective < 1:
+            raise ValueError(
+                f"TfidfEmbedder needs at least 2 documents and 2 distinct terms to fit an SVD; got "
+                f"{n_docs} documents and {n_features} terms"
+            )
+        svd = TruncatedSVD(
+            n_components=effective,
+            algorithm="randomized",
+            n_iter=self.N_ITER,
+            random_state=self.seed,
+        )
+        svd.fit(matrix)
+
+        digest = hashlib.sha256()
+        for text in items:
+            data = text.encode("utf-8")
+            digest.update(len(data).to_bytes(8, "little"))
+            digest.update(data)
+        self._vectorizer = vectorizer
+        self._svd = svd
+        self._dim = effective
+        self._name = (
+            f"tfidf-svd:{self.VERSION}:{effective}:{self.seed}:{self.min_df}:{self.max_features}:"
+            f"{digest.hexdigest()[:FINGERPRINT_LEN]}"
+        )
+        return self
+
+    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> FloatMatrix:
+        """Embed ``texts``: float32 ``(len(texts), dim)``, unit rows or all-zero rows (no known term)."""
+        check_kind(kind)
+        if not self.fitted:
+            raise NotFittedError(_NOT_FITTED)
+        items = check_texts(texts, "TfidfEmbedder.encode")
+        if not items:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return unit_rows(self._svd.transform(self._vectorizer.transform(items)))
+
+    def __repr__(self) -> str:
+        state = f"dim={self._dim}" if self.fitted else f"requested_dim={self.requested_dim}, unfitted"
+        return f"TfidfEmbedder({state}, seed={self.seed}, min_df={self.min_df}, max_features={self.max_features})"
