@@ -5,7 +5,7 @@ Not part of the normal test run. Run with::
     python -m pytest benchmarks/test_bench_multi_strategy.py -q --benchmark-only
 
 TF-IDF+SVD (256 dimensions) stands in for the embedder so that the figures measure the
-retriever (analysis, thread pool, four strategies, fusion), not a transformer. Compared over the
+retriever (analysis, strategy threads, four strategies, fusion), not a transformer. Compared over the
 questions of one conversation, scoped to that conversation as in the per-conversation setting:
 the query analyser alone, ``retrieve_batch`` of the multi-strategy retriever, one ``retrieve``
 call, and the dense and BM25 baselines on the same scope. Throughputs go to ``extra_info``.
@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, TfidfEmbedder
-from retrievers.multi_strategy import MultiStrategyRetriever
-from retrievers.multi_strategy.analysis import QueryAnalyzer
+from retrievers.multi_strategy import MultiStrategyRetriever, QueryAnalyzer
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo"
 CONVERSATION = "conv-26"

@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from retrievers.multi_strategy.analysis import (
-    DEFAULT_RULES,
-    IDENTIFIER_PATTERNS,
-    QueryAnalyzer,
-    identifier_parts,
-    split_identifier,
-)
+from retrievers.multi_strategy import DEFAULT_RULES, QueryAnalyzer
+from retrievers.multi_strategy.identifiers import IDENTIFIER_PATTERNS, identifier_parts, split_identifier
+from retrievers.params import ParamError
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYZER = QueryAnalyzer()
@@ -89,15 +85,15 @@ def test_c_plus_plus_and_c_sharp() -> None:
 def test_mixed_ratio_and_min_score_are_parameters() -> None:
     query = "What are my coding preferences?"  # PREFERENCE 2, CODE 1, FACTUAL 1
     assert QueryAnalyzer(mixed_ratio=0.5).analyze(query).intent == "MIXED"
-    assert QueryAnalyzer(min_score=2.5).analyze(query).intent == "FACTUAL"  # nothing reaches 2.5
+    assert QueryAnalyzer(min_intent_score=2.5).analyze(query).intent == "FACTUAL"  # nothing reaches 2.5
     assert QueryAnalyzer(default_intent="MIXED").analyze("hello there").intent == "MIXED"
 
 
 def test_the_rules_are_data() -> None:
     rules = [*DEFAULT_RULES, {"intent": "PREFERENCE", "pattern": r"\bcoding\b", "weight": 5.0}]
-    assert QueryAnalyzer(rules).analyze("Who reviewed my coding?").intent == "PREFERENCE"
+    assert QueryAnalyzer(rules=rules).analyze("Who reviewed my coding?").intent == "PREFERENCE"
     only = [{"intent": "CODE", "pattern": "stack", "weight": 1}]
-    assert QueryAnalyzer(only).analyze("When did the stack overflow?").intent == "CODE"
+    assert QueryAnalyzer(rules=only).analyze("When did the stack overflow?").intent == "CODE"
 
 
 def test_config_table_equals_the_default_table() -> None:
@@ -148,6 +144,8 @@ def test_keywords_drop_stopwords_and_repeats() -> None:
     analysis = ANALYZER.analyze("What are my coding preferences? My CODING preferences!")
     assert analysis.keywords == ("coding", "preferences")
     assert ANALYZER.analyze("What did she do?").keywords == ()
+    # the project's words (retrievers.text.words): punctuation separates, 1-character tokens go
+    assert ANALYZER.analyze("what's NOT (p53)?").keywords == ("p53",)
 
 
 def test_time_expressions_are_extracted() -> None:
@@ -158,31 +156,50 @@ def test_time_expressions_are_extracted() -> None:
 @pytest.mark.parametrize(
     ("rules", "message"),
     [
-        ([{"intent": "URGENT", "pattern": "now"}], r"rules\[0\]: rule intent must be one of"),
-        ([{"intent": "MIXED", "pattern": "and"}], "MIXED is derived"),
-        ([{"intent": "CODE", "pattern": "(unclosed"}], "not a valid regular expression"),
+        (
+            [{"intent": "URGENT", "pattern": "now"}],
+            r"^rules\[0\].intent must be one of \['FACTUAL', 'TEMPORAL', 'CODE', 'PREFERENCE'\], got 'URGENT'$",
+        ),
+        ([{"intent": "MIXED", "pattern": "and"}], r"^rules\[0\].intent must be one of .*got 'MIXED'$"),
+        (
+            [*DEFAULT_RULES, {"intent": "CODE", "pattern": "(unclosed"}],
+            r"^rules\[11\].pattern '\(unclosed' is not a valid regular expression",
+        ),
         (
             [{"intent": "CODE", "pattern": "x", "feature": "code_identifier"}],
-            "exactly one of 'pattern' or 'feature'",
+            r"^rules\[0\].pattern or feature: a rule needs exactly one of them, got both$",
         ),
-        ([{"intent": "CODE"}], "exactly one of 'pattern' or 'feature'"),
-        ([{"intent": "CODE", "feature": "emoji"}], "rule feature must be one of"),
-        ([{"intent": "CODE", "pattern": "x", "weight": -1}], "weight must be finite and > 0"),
-        ([{"intent": "CODE", "pattern": "x", "wieght": 2}], r"unknown key\(s\) \['wieght'\]"),
-        ([{"pattern": "x"}], "missing 'intent'"),
-        ([], "at least one rule"),
-        ("not a list", "list of mappings"),
+        (
+            [{"intent": "CODE"}],
+            r"^rules\[0\].pattern or feature: a rule needs exactly one of them, got neither$",
+        ),
+        ([{"intent": "CODE", "feature": "emoji"}], r"^rules\[0\].feature must be one of .*got 'emoji'"),
+        (
+            [{"intent": "CODE", "pattern": "x", "weight": -1}],
+            r"^rules\[0\].weight must be a number in \(0, inf\], got -1$",
+        ),
+        ([{"intent": "CODE", "pattern": ""}], r"^rules\[0\].pattern must be a non-empty string"),
+        (
+            [{"intent": "CODE", "pattern": "x", "wieght": 2}],
+            r"^unknown rules\[0\] key\(s\) \['wieght'\]; allowed: \['intent', 'weight', 'pattern', 'feature'\]$",
+        ),
+        ([{"pattern": "x"}], r"^rules\[0\].intent is required"),
+        (["not a rule"], r"^rules\[0\] must be a mapping"),
+        ([], "^rules must not be empty$"),
+        ("not a list", "^rules must be a list or null, got 'not a list'$"),
     ],
 )
 def test_bad_rule_tables(rules: object, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        QueryAnalyzer(rules)  # type: ignore[arg-type]
+    with pytest.raises(ParamError, match=message):
+        QueryAnalyzer(rules=rules)
 
 
 def test_bad_analyzer_settings() -> None:
-    with pytest.raises(ValueError, match=r"mixed_ratio must be in \(0, 1\]"):
+    with pytest.raises(ParamError, match=r"^mixed_ratio must be a number in \(0, 1\], got 0$"):
         QueryAnalyzer(mixed_ratio=0)
-    with pytest.raises(ValueError, match="default_intent must be one of"):
+    with pytest.raises(ParamError, match=r"^default_intent must be one of \[.*\], got 'SMALLTALK'$"):
         QueryAnalyzer(default_intent="SMALLTALK")
-    with pytest.raises(ValueError, match="min_score must be a finite number >= 0"):
-        QueryAnalyzer(min_score=-1)
+    with pytest.raises(ParamError, match=r"^min_intent_score must be a number in \[0, 1000000\], got -1$"):
+        QueryAnalyzer(min_intent_score=-1)
+    with pytest.raises(ParamError, match=r"unknown key\(s\) \['min_score'\]"):
+        QueryAnalyzer(min_score=1.0)

@@ -1,0 +1,101 @@
+"""The temporal strategy: semantically relevant documents re-ordered by time.
+
+Candidates are the ``pool`` documents most similar to the query among those with a time, plus as
+many among those inside the query's time range (when it names one), all within the retriever's
+mask (scope and filters: the time span and the pool are taken over the allowed rows only).
+Score::
+
+    in_range + max(cos, 0) * exp(-age_days / decay_days)
+
+``in_range`` is 1 for documents inside a range the query names (so they come first), else 0;
+``age_days`` is counted back from the reference time (``latest`` = the latest document time
+among the allowed rows, e.g. a LoCoMo conversation's last session; or a fixed time), 0 for
+documents after it. Relevance times recency, never recency alone: the newest irrelevant turn
+does not win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, tzinfo
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievers.multi_strategy.analysis import QueryAnalysis
+from retrievers.multi_strategy.strategies.base import Hits, QueryContext
+from retrievers.ranking import order_rows, top_k_1d
+from retrievers.store import ContextStore
+from retrievers.timeparse import TimeContext, in_ranges, parse_timezone, resolve_all
+
+__all__ = ["TemporalStrategy"]
+
+_SECONDS_PER_DAY = 86400.0
+
+
+class TemporalStrategy:
+    """Semantic candidates re-ordered by time range and recency (see the module docstring)."""
+
+    name = "temporal"
+
+    def __init__(
+        self,
+        store: ContextStore,
+        mask: npt.NDArray[np.bool_] | None,
+        *,
+        decay_days: float,
+        reference_epoch: float | None,
+        pool: int,
+    ) -> None:
+        self.store = store
+        self.decay_days = decay_days
+        self.pool = pool
+        self.reason: str | None = None
+        self.reference_epoch = float("nan")
+        self.context = TimeContext(reference=None)
+        times = store.timestamps
+        if times is None:
+            self.reason = "the store was built without timestamps (store.timestamps is off)"
+            return
+        span = times.span(mask)
+        if span is None:
+            self.reason = "no document in scope has a timestamp"
+            return
+        tz: tzinfo = UTC
+        if store.config.timestamps is not None:
+            tz = parse_timezone(store.config.timestamps.default_timezone)
+        self.reference_epoch = span[1] if reference_epoch is None else reference_epoch
+        self.context = TimeContext(
+            reference=datetime.fromtimestamp(self.reference_epoch, tz=tz),
+            earliest=datetime.fromtimestamp(span[0], tz=tz),
+            tz=tz,
+        )
+        self.timed = times.has_time(mask)
+        self.epochs = np.asarray(times.epoch_seconds, dtype=np.float64)
+
+    def unavailable(self, analysis: QueryAnalysis) -> str | None:
+        return self.reason
+
+    def search(self, contexts: Sequence[QueryContext], depth: int) -> list[Hits]:
+        return [self._one(context, depth) for context in contexts]
+
+    def _one(self, context: QueryContext, depth: int) -> Hits:
+        if self.reason is not None:
+            raise RuntimeError(self.reason)
+        if context.vector is None:
+            raise RuntimeError("no query vector (the embedder failed)")
+        similarity = self.store.vectors.scores(context.vector).astype(np.float64)
+        ranges = resolve_all(context.analysis.time_expressions, self.context)
+        _, rows = top_k_1d(similarity, self.pool, mask=self.timed)
+        inside = np.zeros(len(self.epochs), dtype=bool)
+        if ranges:
+            inside = in_ranges(self.epochs, ranges) & self.timed
+            if inside.any():
+                _, in_rows = top_k_1d(similarity, self.pool, mask=inside)
+                rows = np.union1d(rows, in_rows)
+        rows = np.sort(np.asarray(rows, dtype=np.int64))
+        age_days = np.maximum(self.reference_epoch - self.epochs[rows], 0.0) / _SECONDS_PER_DAY
+        recency = np.exp(-age_days / self.decay_days)
+        scores = inside[rows].astype(np.float64) + np.maximum(similarity[rows], 0.0) * recency
+        order = order_rows(rows, scores)[:depth]
+        return scores[order], rows[order]
