@@ -200,7 +200,7 @@ def test_reranker_reorders_and_provenance_keeps_the_fused_score(small: ContextSt
     assert scored(results) == [("d1", 24.0), ("d3", 13.0), ("d2", 12.0)]
     assert results[0].provenance["pre_rerank_score"] == pytest.approx(0.7 / 63 + 0.3 / 61)
     assert results[0].provenance["rerank_fallback"] is None
-    assert results[0].provenance["stats"]["rerank_fallback"] == 0
+    assert results[0].provenance["stats"]["rerank_fallbacks"] == 0
 
 
 @pytest.mark.parametrize(
@@ -221,7 +221,7 @@ def test_reranker_failure_keeps_fused_order_and_records_it(
     assert [r.score for r in results] == [r.score for r in expected]
     for result in results:
         assert result.provenance["rerank_fallback"] == reason
-        assert result.provenance["stats"]["rerank_fallback"] == 1
+        assert result.provenance["stats"]["rerank_fallbacks"] == 1
 
 
 def test_reranker_time_limit(small: ContextStore) -> None:
