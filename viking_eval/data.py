@@ -275,6 +275,10 @@ def resolve_dataset(name_or_path: str, repo_datasets: Path | None = None) -> Pat
     first ``<folder>/<name>`` directory along :func:`data_search_path`."""
     if not name_or_path or not name_or_path.strip():
         raise DataError("dataset name is empty; give a dataset name (e.g. 'scifact') or a folder path")
+    if name_or_path.startswith("irds:"):  # an ir_datasets id: viking_eval/irds.py
+        from viking_eval.irds import irds_folder
+
+        return irds_folder(name_or_path)
     as_path = Path(name_or_path).expanduser()
     if _quietly(_is_dir, as_path):
         return as_path
@@ -797,5 +801,9 @@ def load_dataset(
     repo_datasets: Path | None = None,
 ) -> BeirDataset:
     """Resolve ``name_or_path`` (see :func:`resolve_dataset`) and load ``split`` of it."""
+    if name_or_path.startswith("irds:"):  # an ir_datasets id: viking_eval/irds.py
+        from viking_eval.irds import load_irds
+
+        return load_irds(name_or_path, split, strict=strict)
     folder = resolve_dataset(name_or_path, repo_datasets)
     return load_beir(folder, split, strict=strict)
