@@ -1,4 +1,4 @@
-"""Every config group composes, validates and instantiates (lightning-hydra-template style)."""
+"""Every config group option composes, validates and instantiates (lightning-hydra-template style)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from viking_eval.settings import ConfigError, load_settings
+from viking_eval.config import ConfigError, load_settings
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -65,22 +66,42 @@ def test_every_retriever_config_validates(retriever: str) -> None:
     assert "extra" in [spec.name for spec in settings.retrievers]
 
 
+@pytest.mark.parametrize("reranker", _options("reranker"))
+def test_every_reranker_config_validates(reranker: str) -> None:
+    overrides = ["experiment=smoke", "+retriever@retrievers.hybrid=hybrid_rrf"]
+    settings = load_settings(_compose([*overrides, f"+reranker@retrievers.hybrid.reranker={reranker}"]))
+    spec = {spec.name: spec for spec in settings.retrievers}["hybrid"]
+    assert "_target_" in spec.params["reranker"]
+
+
+@pytest.mark.parametrize("study", _options("hparams_search"))
+def test_every_hparams_search_config_validates(study: str) -> None:
+    cfg = _compose([f"hparams_search={study}"])
+    load_settings(cfg)
+    assert cfg.sweep.objective
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
         (
             "+retrievers.dense.bogus=1",
-            r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \['query_batch_size'\]",
+            r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \[.*'query_batch_size'\]",
         ),
-        ("retrievers.dense.query_batch_size=0", r"query_batch_size must be in \[1, 65536\]"),
-        ("run.top_k=0", r"top_k must be in \[1, 10000\]"),
-        ("run.latency.warmup=-1", r"warmup must be in \[0, 1000\]"),
-        ("run.metrics=[nDCG@10,Foo@3]", r"run.metrics: unknown metric 'Foo@3'"),
-        ("store.bm25.b=1.5", r"bm25.b must be in \[0, 1\]"),
+        ("retrievers.dense.query_batch_size=0", r"query_batch_size must be an integer in \[1, 65536\]"),
+        ("run.top_k=0", r"run.top_k: must be an integer in \[1, 10000\], got 0"),
+        ("run.latency.warmup=-1", r"run.latency.warmup: must be an integer in \[0, 1000\]"),
+        ("run.metrics=[nDCG@10,Foo@3]", r"run.metrics: unknown metric 'Foo@3'; accepted measures: AP, "),
+        ("store.bm25.b=1.5", r"store.bm25.b must be a number in \[0, 1\]"),
         ("+store.bm25.k3=1", r"unknown store.bm25 key\(s\) \['k3'\]"),
         ("+dataset.colour=red", r"dataset: unknown key\(s\) \['colour'\]"),
         ("+embedder.pooling=mean", r"embedder: unknown key\(s\) \['pooling'\]"),
-        ("+retrievers.x._target_=os.system", r"not a retriever of this project"),
+        (
+            "+retrievers.x._target_=os.system",
+            r"retrievers.x: _target_ 'os.system' is not a retriever of this project",
+        ),
+        ("sweep.direction=upwards", r"sweep.direction: must be one of \['maximize', 'minimize'\]"),
+        ("gate.tolerance=2", r"gate.tolerance: must be a number in \[0, 1\]"),
     ],
 )
 def test_bad_config_is_rejected_at_start(override: str, message: str) -> None:
@@ -89,10 +110,11 @@ def test_bad_config_is_rejected_at_start(override: str, message: str) -> None:
 
 
 def test_unknown_top_level_override_rejected_by_hydra() -> None:
-    with pytest.raises(Exception, match="nonexistent"):
+    with pytest.raises(HydraException, match="nonexistent"):
         _compose(["nonexistent=1"])
 
 
 def test_embedder_range_checked_at_start() -> None:
-    with pytest.raises(ConfigError, match=r"embedder: .*max_seq_length"):
+    with pytest.raises(ConfigError, match=r"embedder: .*max_seq_length") as caught:
         load_settings(_compose(["embedder.max_seq_length=0"]))
+    assert caught.value.line().startswith("embedder.max_seq_length: ")

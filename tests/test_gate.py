@@ -129,7 +129,7 @@ def smoke_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -
 
     from viking_eval.cache import clear_memo
     from viking_eval.runner import run_experiment
-    from viking_eval.settings import load_settings
+    from viking_eval.config import load_settings
 
     folder = tmp_path_factory.mktemp("smoke") / "run"
     with pytest.MonkeyPatch.context() as patch:
@@ -227,7 +227,7 @@ def test_run_folder_comparison_refuses_bad_input(smoke_run: Path, tmp_path: Path
 def _compose(*overrides: str) -> Any:
     from hydra import compose, initialize_config_dir
 
-    from viking_eval.settings import load_settings
+    from viking_eval.config import load_settings
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         return load_settings(compose(config_name="config", overrides=["experiment=smoke", *overrides]))

@@ -14,7 +14,7 @@ from retrievers import ContextStore, DenseRetriever
 from retrievers.embedders import SentenceTransformerEmbedder
 from viking_eval.data import load_dataset
 from viking_eval.runner import run_experiment
-from viking_eval.settings import load_settings
+from viking_eval.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration

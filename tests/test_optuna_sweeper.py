@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+import viking_eval.config  # noqa: F401  registers the root schema conf/config.yaml names
 from hydra_plugins.viking_optuna_sweeper._impl import (
     ObjectiveError,
     OptunaSweeperImpl,

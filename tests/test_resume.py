@@ -19,7 +19,7 @@ from hydra.utils import get_class
 
 from viking_eval.results import ResumeKey
 from viking_eval.runner import run_experiment
-from viking_eval.settings import Settings, load_settings
+from viking_eval.config import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNER_LOG = "viking_eval.runner"

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 
 from viking_eval import runner
 from viking_eval.runner import run_experiment
-from viking_eval.settings import load_settings
+from viking_eval.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ from retrievers.baselines import BM25Retriever
 from retrievers.types import RetrievalResult
 from viking_eval import runner
 from viking_eval.runner import run_experiment
-from viking_eval.settings import load_settings
+from viking_eval.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "ANSWER-7c1f"

@@ -48,11 +48,11 @@ from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 
 from viking_eval import io, run_folder
+from viking_eval.config import ConfigError, Settings, load_settings
 from viking_eval.data import DataError, resolve_dataset
 from viking_eval.metrics import MetricError, parse_metric
 from viking_eval.results import RunExperiment, RunSummary
 from viking_eval.run_folder import RunFolderError
-from viking_eval.settings import ConfigError, Settings, load_settings
 from viking_eval.significance import TEST_NAMES, SignificanceSettings, adjust, aligned, run_test
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -529,7 +529,10 @@ def plan_checks(baseline: BaselineFile, compose: Compose = compose_overrides) ->
         try:
             cfg = compose(check.overrides)
         except Exception as error:  # Hydra raises several types for a missing option or bad override
-            raise GateError(f"{where}: the command {check.command!r} does not compose: {error}") from None
+            from viking_eval.config.compose import explain
+
+            reason = explain(error, check.overrides).line()
+            raise GateError(f"{where}: the command {check.command!r} does not compose: {reason}") from None
         try:
             settings = load_settings(cfg)
         except ConfigError as error:
@@ -854,14 +857,31 @@ def compare_runs(
 # --------------------------------------------------------------------------- entry points
 
 
-def gate_from_settings(settings: Settings, output_dir: Path, run: RunExperiment | None = None) -> int:
+def gate_from_settings(
+    settings: Settings, output_dir: Path, run: RunExperiment | None = None, *, overrides: Sequence[str] = ()
+) -> int:
     """``python -m viking_eval ... gate.baseline=<file>``: run the file's checks; exit status.
-    ``run``: the runner's ``run_experiment`` (``runner.gate_program`` passes it)."""
+    ``run``: the runner's ``run_experiment`` (``runner.gate_program`` passes it). ``overrides``:
+    the command line's own overrides (``store.bm25.k1=0.05``), applied after each check's command
+    so that the gate tests what the command line says; printed, and recorded in gate.txt's
+    summary line."""
+    extra = list(overrides)
+    if extra:
+        print(f"gate: applying overrides to every check: {' '.join(extra)}", file=sys.stderr, flush=True)
+
+    def compose(check_overrides: Sequence[str]) -> DictConfig:
+        return compose_overrides([*check_overrides, *extra])
+
     try:
-        report = run_gate(settings.gate.baseline or "", output_dir, run or _runner())
+        report = run_gate(settings.gate.baseline or "", output_dir, run or _runner(), compose)
     except GateError as error:
-        print(f"gate error: {error}", file=sys.stderr)
+        print(f"error: gate: {error}", file=sys.stderr)
         return 2
+    if extra:
+        report = dataclasses.replace(
+            report, source=f"{report.source}; overrides applied to every check: {' '.join(extra)}"
+        )
+        report.write(output_dir)
     print(report.text(), end="")
     print(f"gate report: {output_dir}/gate.txt")
     return 0 if report.passed else 1

@@ -31,6 +31,10 @@ _ALIASES = [
 
 EXAMPLE_METRICS = "nDCG@10, R@100, RR@10, AP@100, P@5, Judged@10 (aliases: Recall@k, MRR@k, MAP@k)"
 
+#: the ir-measures providers that compute from the run and qrels in memory; a measure none of them
+#: computes (ERR, alpha-nDCG, RBP, ...: other tools, diversity qrels) is refused at start-up
+PROVIDERS = ("pytrec_eval", "judged", "msmarco")
+
 
 class MetricError(ValueError):
     """An unknown or malformed metric name."""
@@ -42,8 +46,28 @@ class Metric:
     measure: ir_measures.measures.Measure
 
 
+def accepted_measures() -> list[str]:
+    """The measure names :func:`parse_metric` accepts (before ``@k`` or parameters)."""
+    names = {
+        measure.NAME
+        for key in PROVIDERS
+        for measure in ir_measures.providers.registry[key].SUPPORTED_MEASURES
+    }
+    return sorted(names, key=str.lower)
+
+
+def _accepted_text() -> str:
+    return f"accepted measures: {', '.join(accepted_measures())}; e.g. {EXAMPLE_METRICS}"
+
+
 def parse_metric(name: str) -> Metric:
-    """Parse one metric name; raise MetricError naming the bad value and the accepted forms."""
+    """Parse one metric name; raise MetricError naming the bad value and the accepted forms.
+
+    Checked here, before any retrieval runs: the measure exists and one of :data:`PROVIDERS`
+    computes it with these parameters, and a cutoff (``@k``) is an integer >= 1 (pytrec_eval
+    aborts the process on ``@0``)."""
+    if not isinstance(name, str):
+        raise MetricError(f"metric names are strings such as nDCG@10, got {name!r}")
     text = name.strip()
     for pattern, canonical in _ALIASES:
         found = pattern.match(text)
@@ -52,14 +76,34 @@ def parse_metric(name: str) -> Metric:
             break
     try:
         measure = ir_measures.parse_measure(text)
-    except (NameError, ValueError, TypeError, SyntaxError) as error:
-        raise MetricError(f"unknown metric {name!r} ({error}); use names such as {EXAMPLE_METRICS}") from None
+    except NameError:
+        raise MetricError(f"unknown metric {name!r}; {_accepted_text()}") from None
+    except (ValueError, TypeError, SyntaxError):
+        raise MetricError(
+            f"unknown metric {name!r}: write <measure>@<cutoff> with an integer cutoff >= 1; {_accepted_text()}"
+        ) from None
+    cutoff = measure.params.get("cutoff")
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1):
+        raise MetricError(f"metric {name!r}: the cutoff after @ must be an integer >= 1, got {cutoff!r}")
+    try:
+        measure.validate_params()
+    except AssertionError as error:  # ir-measures validates with assert
+        raise MetricError(f"metric {name!r}: {error}") from None
+    try:
+        supported = any(ir_measures.providers.registry[key].supports(measure) for key in PROVIDERS)
+    except AssertionError as error:
+        raise MetricError(f"metric {name!r}: {error}") from None
+    if not supported:
+        raise MetricError(
+            f"metric {name!r} is not computed here (by pytrec_eval, or ir-measures' Judged and MS MARCO RR@k); {_accepted_text()}"
+        )
     return Metric(name=name, measure=measure)
 
 
 def parse_metrics(names: Sequence[str]) -> list[Metric]:
-    if not names:
-        raise MetricError(f"no metrics configured; give a list such as [{EXAMPLE_METRICS}]")
+    """Every name parsed (see :func:`parse_metric`); an empty list or a name given twice is an error."""
+    if isinstance(names, str) or not names:
+        raise MetricError(f"give a non-empty list of metric names such as [{EXAMPLE_METRICS}], got {names!r}")
     metrics = [parse_metric(name) for name in names]
     seen: set[str] = set()
     for metric in metrics:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from viking_eval.settings import Settings
+    from viking_eval.config import Settings
     from viking_eval.significance import SignificanceReport
     from viking_eval.splits import Phase
 

@@ -37,7 +37,7 @@ from viking_eval.results import FinishedRetriever, ResumeKey, RetrieverResult, R
 from viking_eval.significance import CSV_COLUMNS, csv_rows
 
 if TYPE_CHECKING:
-    from viking_eval.settings import Settings
+    from viking_eval.config import Settings
 
 MARKER_FORMAT = 2  # 1: {"spec_key": <hash>, **result}; 2: key parts, cost, result
 LATENCY_KEYS = ["p50_ms", "p95_ms", "p99_ms", "mean_ms", "qps", "batch_qps"]

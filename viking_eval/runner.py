@@ -46,7 +46,7 @@ from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
 from viking_eval.report import summary_table
 from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
-from viking_eval.settings import RetrieverSpec, Settings, instantiate_objects
+from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.significance import compare_with_baseline
 from viking_eval.splits import Phase, load_for_phase
 

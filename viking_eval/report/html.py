@@ -26,7 +26,7 @@ from viking_eval.significance import TEST_NAMES, TESTS, Comparison, Significance
 
 if TYPE_CHECKING:
     from viking_eval.results import RetrieverResult, RunSummary
-    from viking_eval.settings import Settings
+    from viking_eval.config import Settings
 
 BETTER = "#1a7f37"
 WORSE = "#cf222e"

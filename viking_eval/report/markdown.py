@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 if TYPE_CHECKING:
     from viking_eval.results import RunSummary
-    from viking_eval.settings import Settings
+    from viking_eval.config import Settings
 
 
 def _latency(result: Any, key: str) -> str:

@@ -1,0 +1,261 @@
+"""``python -m viking_eval [overrides]``: check the whole config, then run one program.
+
+    argv -> pre-flight: compose the config for the overrides (for a multirun, every job of the
+            sweep; for an Optuna study, its settings and the part every trial shares) and
+            validate everything (viking_eval.config) -- before any data is read
+         -> the Hydra app (@hydra.main, the same argv) -> one program:
+              run      evaluate the configured retrievers (the default)
+              gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate.py)
+              compare  gate.baseline_run=<folder>: evaluate, then gate against a stored run
+
+Exit status: 0 success; 1 a gate check failed, or a bug (its traceback is printed); 2 the config
+or the data is invalid: one line ``error: <key or file:line>: <what is wrong; what is allowed>`` on
+stderr and no traceback (``VIKING_EVAL_DEBUG=1`` or ``HYDRA_FULL_ERROR=1`` print it). A data error
+met while running marks the run folder failed (``status.json``), so it never looks finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from viking_eval import io
+from viking_eval.cache import CacheError
+from viking_eval.config import ConfigError, Settings, check_sweep_objective, load_settings
+from viking_eval.config.compose import (
+    BASIC_SWEEPER,
+    CONFIG_DIR,
+    compose_config,
+    explain,
+    hydra_session,
+    job_overrides,
+)
+from viking_eval.data import DataError
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a gate check failed, or a bug
+EXIT_INVALID = 2  # bad config or data
+DEBUG_ENV = "VIKING_EVAL_DEBUG"
+OPTUNA_SWEEPER = "hydra_plugins.viking_optuna_sweeper.sweeper.VikingOptunaSweeper"
+STATUS_FILE = "status.json"
+
+
+def debugging() -> bool:
+    """``VIKING_EVAL_DEBUG=1`` (or Hydra's ``HYDRA_FULL_ERROR=1``): tracebacks for config and data errors."""
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0") or os.environ.get("HYDRA_FULL_ERROR", "") not in (
+        "",
+        "0",
+    )
+
+
+def invalid(line: str) -> NoReturn:
+    """Print ``error: <line>`` (and, when debugging, the exception being handled) and exit 2."""
+    if debugging() and sys.exc_info()[0] is not None:
+        traceback.print_exc()
+    print(f"error: {line}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_INVALID)
+
+
+# --------------------------------------------------------------------------- pre-flight
+
+_NO_RUN_FLAGS = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
+
+
+def preflight(argv: Sequence[str]) -> None:
+    """Compose and validate the config of every job ``argv`` would run; exit 2 on the first
+    problem. Commands that run nothing (``--help``, ``--cfg``, ...) and other config folders
+    (``--config-dir``, ``--config-path``) are left to Hydra."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args = get_args_parser().parse_args(list(argv))
+    except SystemExit:
+        return  # argparse printed its usage; Hydra will too
+    if any(getattr(args, flag, None) for flag in _NO_RUN_FLAGS) or args.config_dir or args.config_path:
+        return
+    config_name = args.config_name or "config"
+    overrides = list(args.overrides)
+    try:
+        with hydra_session():
+            _check_command(overrides, multirun=bool(args.multirun), config_name=config_name)
+    except ConfigError as error:
+        invalid(error.line())
+    except (HydraException, OmegaConfBaseException) as error:
+        invalid(explain(error, overrides).line())
+
+
+def _settings(cfg: DictConfig, *, multirun: bool) -> Settings:
+    settings = load_settings(cfg)
+    if multirun:
+        check_sweep_objective(settings)
+    return settings
+
+
+def _check_command(overrides: list[str], *, multirun: bool, config_name: str) -> None:
+    mode = RunMode.MULTIRUN if multirun else RunMode.RUN
+    base = compose_config(overrides, run_mode=mode, config_name=config_name, with_hydra=True)
+    multirun = multirun or str(base.hydra.get("mode")) == "MULTIRUN"
+    if not multirun:
+        _settings(base, multirun=False)
+        return
+    task = [str(line) for line in base.hydra.overrides.task]
+    hydra_overrides = [str(line) for line in base.hydra.overrides.hydra]
+    sweeper = str(base.hydra.sweeper.get("_target_", ""))
+    if sweeper == BASIC_SWEEPER:
+        jobs = job_overrides(base, task)
+        seen: set[tuple[str, ...]] = set()
+        for number, job in enumerate(jobs):
+            if tuple(job) in seen:
+                continue
+            seen.add(tuple(job))
+            try:
+                cfg = compose_config([*hydra_overrides, *job], config_name=config_name)
+                _settings(cfg, multirun=True)
+            except (ConfigError, HydraException, OmegaConfBaseException) as error:
+                found = explain(error, [*hydra_overrides, *job])
+                detail = f"{found.detail} (job {number} of the sweep: {' '.join(job)})"
+                raise ConfigError(found.key, detail, key=found.key, detail=detail) from error
+    elif sweeper == OPTUNA_SWEEPER:
+        _check_study(base, task, hydra_overrides, config_name)
+    else:  # another sweeper: the config without its sweeps
+        _settings(base, multirun=True)
+
+
+def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], config_name: str) -> None:
+    """An Optuna study (hydra_plugins/viking_optuna_sweeper): its settings as the sweeper reads
+    them, and the config every trial shares (the fixed overrides, and each choice of a
+    categorical parameter); sampled numbers are the trial's, checked when it runs."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, search_space
+
+    settings = OmegaConf.to_container(base.hydra.sweeper, resolve=True)
+    assert isinstance(settings, dict)
+    settings.pop("_target_", None)
+    try:
+        sweeper = OptunaSweeperImpl(**settings)
+        space, fixed = search_space(
+            sweeper.params, task, OverridesParser.create(), grid=sweeper.sampler_name == "grid"
+        )
+        sweeper.config = base
+        sweeper._check_keys(space)
+        sweeper._check_retrievers()
+        sweeper._sampler(space, sweeper.seed)  # sampler_kwargs that do not fit the sampler
+    except (SweeperConfigError, TypeError, ValueError) as error:
+        message = str(error).splitlines()[0]
+        head = message.split(" ", 1)[0].rstrip(":")
+        key = head if head.startswith("hydra.sweeper") else "hydra.sweeper"
+        detail = message[len(head) :].lstrip(" :") if key == head else message
+        raise ConfigError(key, detail, key=key, detail=detail) from error
+    cfg = compose_config([*hydra_overrides, *fixed], config_name=config_name)
+    _settings(cfg, multirun=True)
+    for param in space:
+        for choice in getattr(param.distribution, "choices", ()) or ():
+            line = f"{param.key}={_override_text(choice)}"
+            try:
+                _settings(
+                    compose_config([*hydra_overrides, *fixed, line], config_name=config_name), multirun=True
+                )
+            except (ConfigError, HydraException, OmegaConfBaseException) as error:
+                found = explain(error, [*hydra_overrides, *fixed, line])
+                detail = f"{found.detail} (choice {line} of the search space)"
+                raise ConfigError(found.key, detail, key=found.key, detail=detail) from error
+
+
+def _override_text(value: Any) -> str:
+    from hydra_plugins.viking_optuna_sweeper._impl import override_value
+
+    return override_value(value)
+
+
+# --------------------------------------------------------------------------- programs
+# One function per program, in viking_eval/runner.py (run_program, compare_program) and
+# viking_eval/gate.py (gate_from_settings, which takes the overrides to apply to every check).
+
+
+def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
+    """The regression gate (``gate.baseline=<file>``, ``experiment=ci_regression``): the baseline
+    file's checks, each with the command line's ``overrides`` applied; returns the exit status."""
+    from viking_eval import gate, runner
+
+    return gate.gate_from_settings(settings, output_dir, run=runner.run_experiment, overrides=overrides)
+
+
+def gate_overrides(task_overrides: Sequence[str]) -> list[str]:
+    """The command line's overrides a gate applies to its checks: all but the ones that choose
+    the gate (``experiment=...``, ``gate.*``)."""
+    kept = []
+    for line in task_overrides:
+        key = line.split("=", 1)[0].lstrip("+~")
+        if key == "experiment" or key == "gate" or key.startswith("gate."):
+            continue
+        kept.append(line)
+    return kept
+
+
+@contextlib.contextmanager
+def _marked_on_failure(output_dir: Path) -> Iterator[None]:
+    """A data (or cache) error becomes ``error: ...`` and exit 2, a bug keeps its traceback; both
+    leave ``status.json`` ``{"status": "failed"}`` in the run folder."""
+    try:
+        yield
+    except (DataError, CacheError) as error:
+        mark_failed(output_dir, str(error))
+        invalid(str(error))
+    except ConfigError as error:
+        mark_failed(output_dir, error.line())
+        invalid(error.line())
+    except Exception as error:
+        mark_failed(output_dir, f"{type(error).__name__}: {error}")
+        raise
+
+
+def mark_failed(output_dir: Path, message: str) -> None:
+    """``status.json`` ``{"status": "failed", "error": message}`` in the run folder."""
+    with contextlib.suppress(OSError):  # the folder itself may be what failed
+        io.write_json(output_dir / STATUS_FILE, {"status": "failed", "error": message})
+
+
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
+def app(cfg: DictConfig) -> Any:
+    """The Hydra task: validate, pick the program, run it."""
+    try:
+        settings = load_settings(cfg)
+    except ConfigError as error:
+        invalid(error.line())
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    # jobs of a sweep or study evaluate the tuning split; the chosen one is evaluated on the
+    # reported split when the sweep ends (viking_eval/sweep.py)
+    phase = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
+    from viking_eval import runner
+
+    with _marked_on_failure(output_dir):
+        if settings.gate.baseline is not None:
+            overrides = gate_overrides([str(line) for line in hydra_cfg.overrides.task])
+            sys.exit(gate_program(settings, output_dir, overrides=overrides))
+        config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+        if settings.gate.baseline_run is not None:
+            sys.exit(runner.compare_program(settings, output_dir, config_yaml=config_yaml, phase=phase))
+        return runner.run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: pre-flight, then the Hydra app with the same arguments."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    preflight(arguments)
+    sys.argv = [sys.argv[0], *arguments]
+    app()
+    return EXIT_OK

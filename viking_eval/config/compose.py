@@ -1,0 +1,216 @@
+"""Composing the project's config as ``python -m viking_eval`` does, and Hydra's errors as one line.
+
+- :func:`register_schema` stores the root schema (:class:`~viking_eval.config.settings.ConfigFile`,
+  derived by :mod:`~viking_eval.config.schema`) in Hydra's ConfigStore as ``viking_eval_schema``;
+  conf/config.yaml names it first in its defaults, so every composition type-checks the
+  harness's settings (``dataset.strict=maybe``, ``run.top_k=abc`` fail while composing).
+- :func:`compose_config` composes for a list of overrides (Hydra's compose API).
+- :func:`job_overrides` expands a multirun's sweep overrides into the overrides of each job, as
+  Hydra's basic sweeper does.
+- :func:`explain` turns whatever composing raised (a missing config group option, an override of
+  a key that does not exist, a value of the wrong type, an override that does not parse) into a
+  :class:`~viking_eval.config.errors.ConfigError` naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import MissingConfigException, OverrideParseException
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from viking_eval.config.errors import ConfigError, field_path, from_validation_error
+from viking_eval.config.schema import is_params_class, schema_of
+
+__all__ = [
+    "CONFIG_DIR",
+    "SCHEMA_NAME",
+    "compose_config",
+    "explain",
+    "hydra_session",
+    "job_overrides",
+    "register_schema",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = PROJECT_ROOT / "conf"
+#: the root schema's name in Hydra's ConfigStore: the first entry of conf/config.yaml's defaults
+SCHEMA_NAME = "viking_eval_schema"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def register_schema() -> None:
+    """Store the schema of :class:`~viking_eval.config.settings.ConfigFile` as ``viking_eval_schema``."""
+    from viking_eval.config.settings import ConfigFile
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=schema_of(ConfigFile), provider="viking_eval")
+
+
+@contextmanager
+def hydra_session(config_dir: Path = CONFIG_DIR) -> Iterator[None]:
+    """Hydra's compose API over ``config_dir`` (the running app's own when there is one)."""
+    if GlobalHydra.instance().is_initialized():
+        yield
+        return
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        yield
+
+
+def compose_config(
+    overrides: Sequence[str],
+    *,
+    run_mode: RunMode = RunMode.RUN,
+    config_name: str = "config",
+    with_hydra: bool = False,
+) -> DictConfig:
+    """The config for ``overrides`` (inside :func:`hydra_session`); the ``hydra`` node only with
+    ``with_hydra``. In MULTIRUN mode sweep overrides are allowed and left out of the result."""
+    hydra = GlobalHydra.instance().hydra
+    assert hydra is not None, "compose_config needs hydra_session()"
+    cfg = hydra.compose_config(
+        config_name=config_name, overrides=list(overrides), run_mode=run_mode, with_log_configuration=False
+    )
+    if not with_hydra:
+        with_hydra_removed = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+        assert isinstance(with_hydra_removed, DictConfig)
+        return with_hydra_removed
+    return cfg
+
+
+def job_overrides(base: DictConfig, task_overrides: Sequence[str]) -> list[list[str]]:
+    """The overrides of every job of a basic-sweeper multirun: ``hydra.sweeper.params`` of the
+    config, then the command line's task overrides, sweeps expanded (cartesian product, in
+    Hydra's order; basic_sweeper.BasicSweeper.split_arguments)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    params = base.hydra.sweeper.get("params")
+    plain = OmegaConf.to_container(params, resolve=False) if isinstance(params, DictConfig) else {}
+    assert isinstance(plain, dict)
+    lines = [f"{key}={value}" for key, value in plain.items()] + list(task_overrides)
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(lines)
+    return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+# --------------------------------------------------------------------------- Hydra's errors
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return "; ".join(lines) if lines else str(text)
+
+
+def _omegaconf_cause(error: BaseException) -> OmegaConfBaseException | None:
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OmegaConfBaseException):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _override_key(line: str) -> str:
+    key = line.split("=", 1)[0].lstrip("+~")
+    return key.split("@", 1)[0]
+
+
+def _node_keys(node_path: str, overrides: Sequence[str], dropped: str) -> tuple[list[str], type | None]:
+    """The keys a config node may hold, from the config composed without the override that
+    failed: a class's fields when the node names a ``_target_`` or is a typed harness section,
+    else the keys it has."""
+    from viking_eval.config.settings import ConfigFile
+
+    holder, _ = field_path(ConfigFile, f"{node_path}.x") if node_path else (ConfigFile, "x")
+    if holder is not None:
+        return [name for name in schema_of(holder).__dataclass_fields__], holder
+    try:
+        cfg = compose_config([line for line in overrides if _override_key(line) != dropped])
+        node = OmegaConf.select(cfg, node_path)
+    except Exception:
+        return [], None
+    if not isinstance(node, DictConfig):
+        return [], None
+    target = node.get("_target_")
+    if isinstance(target, str):
+        from hydra.utils import get_class
+
+        try:
+            params = getattr(get_class(target), "Params", None)
+        except Exception:
+            params = None
+        if is_params_class(params):
+            return list(schema_of(params).__dataclass_fields__), params
+    return [str(key) for key in node], None
+
+
+def _missing_key(key: str, overrides: Sequence[str]) -> ConfigError:
+    """An override of ``key``, which the composed config does not have (Hydra: "Could not override")."""
+    from viking_eval.config.settings import bm25_key_error
+    from viking_eval.config.validate import BM25_STORE_KEYS
+
+    parent, _, name = key.rpartition(".")
+    keys, holder = _node_keys(parent, overrides, key)
+    where = parent or "the top level"
+    if name in keys and holder is not None and not is_harness(holder):
+        detail = f"is not set by the config: add it with +{key}=<value>"
+    elif re.fullmatch(r"retrievers\.[^.]+", parent) and name in BM25_STORE_KEYS:
+        return bm25_key_error(parent, name)
+    elif keys:
+        hint = "" if holder is not None else f" (a new key needs +: +{key}=<value>)"
+        detail = f"no such key{hint}; {where} has: {', '.join(keys)}"
+    else:
+        detail = f"no such key in the config (a new key needs +: +{key}=<value>)"
+    return ConfigError(parent or "config", f"{name}: {detail}", key=key, detail=detail)
+
+
+def is_harness(cls: type) -> bool:
+    """Whether ``cls`` is one of the harness's settings classes (typed at composition)."""
+    return cls.__module__ == "viking_eval.config.settings" or cls.__module__ == "viking_eval.significance"
+
+
+def explain(error: BaseException, overrides: Sequence[str] = ()) -> ConfigError:
+    """``error``, raised while composing for ``overrides``, as one ConfigError line."""
+    from viking_eval.config.settings import ConfigFile
+
+    if isinstance(error, ConfigError):
+        return error
+    if isinstance(error, MissingConfigException):
+        missing = error.missing_cfg_file or ""
+        group, _, option = missing.rpartition("/")
+        if group and error.options is not None:
+            options = ", ".join(sorted(error.options))
+            detail = f"no option {option!r}; the options are: {options} (conf/{group}/)"
+            return ConfigError(group, detail, key=group, detail=detail)
+        return ConfigError("config", _one_line(error).split("; Config search path", 1)[0])
+    if isinstance(error, OverrideParseException):
+        detail = f"cannot parse {error.override!r}: {_one_line(error.message)}"
+        return ConfigError("command line", detail)
+    cause = _omegaconf_cause(error)
+    message = _one_line(error)
+    if isinstance(cause, ConfigAttributeError | ConfigKeyError) and message.startswith("Could not override"):
+        return _missing_key(str(cause.full_key), overrides)
+    if cause is not None and cause.full_key:
+        found = from_validation_error("", cause, ConfigFile)
+        if isinstance(error, Exception) and "does not support deletion" in str(cause.msg or ""):
+            detail = "cannot be deleted (~): it is a setting every run has; give it a value instead"
+            return ConfigError(found.key, detail, key=found.key, detail=detail)
+        return ConfigError(found.key, found.detail, key=found.key, detail=found.detail)
+    quoted = re.search(r"'([^']+)'", message)
+    if message.startswith("Could not append to config") and quoted:
+        key = quoted.group(1)
+        detail = f"is already in the config: write {key}=<value> without the +"
+        return ConfigError(key, detail, key=key, detail=detail)
+    if message.startswith(("Could not delete", "Could not override")) and quoted:
+        key = quoted.group(1)
+        detail = message.split(". ", 1)[1] if ". " in message else message
+        return ConfigError(key, detail, key=key, detail=detail)
+    return ConfigError("config", message)
