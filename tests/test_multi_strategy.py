@@ -422,7 +422,7 @@ def test_a_reranker_reorders_the_fused_pool(store: ContextStore) -> None:
     kept = failing.retrieve("coffee", 3)
     assert ranking(kept) == ranking(fused[:3])  # the fused order, and why
     assert kept[0].provenance["rerank_fallback"] == "raised RuntimeError: reranker down"
-    assert kept[0].provenance["stats"]["rerank_fallback"] == 1
+    assert kept[0].provenance["stats"]["rerank_fallbacks"] == 1
 
 
 def test_stats_summarise_the_query(store: ContextStore) -> None:

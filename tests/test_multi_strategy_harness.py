@@ -15,8 +15,8 @@ from hydra import compose, initialize_config_dir
 
 from retrievers.multi_strategy import DEFAULT_WEIGHTS, MultiStrategyRetriever
 from retrievers.types import RetrievalResult
-from viking_eval.runner import run_experiment
 from viking_eval.config import ConfigError, load_settings
+from viking_eval.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "ANSWER-5e1d"

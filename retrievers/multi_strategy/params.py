@@ -53,7 +53,8 @@ DEFAULT_STRUCTURAL_FIELDS: tuple[str, ...] = ("func_name", "symbol", "path")
 
 def parse_reference_time(value: str | float) -> float | None:
     """``latest`` -> None (the scope's latest document time); an ISO 8601 time or epoch seconds
-    -> epoch seconds; anything else -> None as well, so check with :meth:`MultiStrategyParams.check`."""
+    -> epoch seconds. A value that does not parse gives None too (:meth:`MultiStrategyParams.check`
+    refuses it)."""
     if value == "latest":
         return None
     parsed = parse_timestamp(value) if isinstance(value, str) or is_number(value) else None
