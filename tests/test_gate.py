@@ -128,8 +128,8 @@ def smoke_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -
     from hydra import compose, initialize_config_dir
 
     from viking_eval.cache import clear_memo
-    from viking_eval.runner import run_experiment
     from viking_eval.config import load_settings
+    from viking_eval.runner import run_experiment
 
     folder = tmp_path_factory.mktemp("smoke") / "run"
     with pytest.MonkeyPatch.context() as patch:
@@ -181,7 +181,7 @@ def test_damaged_run_fails_and_a_small_drop_is_okish(smoke_run: Path, tmp_path: 
     verdicts = {(r.retriever, r.what): r.status for r in report.results}
     assert verdicts[("bm25", "nDCG@10")] == "FAIL" and not report.passed
     assert {status for key, status in verdicts.items() if key != ("bm25", "nDCG@10")} == {"OK"}
-    assert gate.main(["compare", str(damaged), str(smoke_run)]) == 1
+    assert gate.main(["compare", str(damaged), str(smoke_run)], run=run_experiment) == 1
     # 3 of 35 queries lose 0.1: mean -0.0086 is outside the tolerance but not significant
     with open(smoke_run / "per_query.csv") as handle:
         first_three = {row["query_id"] for row in csv.DictReader(handle) if row["retriever"] == "bm25"}
@@ -195,7 +195,7 @@ def test_damaged_run_fails_and_a_small_drop_is_okish(smoke_run: Path, tmp_path: 
     improved = _copy_with(smoke_run, tmp_path / "improved", _shift("dense", "R@10", +0.2))
     statuses = {(r.retriever, r.what): r.status for r in compare_runs(improved, smoke_run).results}
     assert statuses[("dense", "R@10")] == "IMPROVED"
-    assert gate.main(["compare", str(improved), str(smoke_run), "--metrics", "R@10"]) == 0
+    assert gate.main(["compare", str(improved), str(smoke_run), "--metrics", "R@10"], run=run_experiment) == 0
 
 
 def test_run_folder_comparison_refuses_bad_input(smoke_run: Path, tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_run_folder_comparison_refuses_bad_input(smoke_run: Path, tmp_path: Path
         match=r"query sets differ \(34 vs 35 queries; 0 only in the first.*1 only in the baseline, e\.g\. \['1'\]",
     ):
         compare_runs(fewer, smoke_run)
-    assert gate.main(["compare", str(fewer), str(smoke_run)]) == 2
+    assert gate.main(["compare", str(fewer), str(smoke_run)], run=run_experiment) == 2
     only_bm25 = _copy_with(
         smoke_run, tmp_path / "only_bm25", lambda row: row if row["retriever"] == "bm25" else None
     )

@@ -21,10 +21,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from scipy import stats
 
+from viking_eval.config import ConfigError, Settings, load_settings
 from viking_eval.report import summary_table
 from viking_eval.results import RunSummary
 from viking_eval.runner import run_experiment
-from viking_eval.config import ConfigError, Settings, load_settings
 from viking_eval.significance import holm
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,9 +17,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class
 
+from viking_eval.config import Settings, load_settings
 from viking_eval.results import ResumeKey
 from viking_eval.runner import run_experiment
-from viking_eval.config import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNER_LOG = "viking_eval.runner"

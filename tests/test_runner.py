@@ -16,8 +16,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from viking_eval import runner
-from viking_eval.runner import run_experiment
 from viking_eval.config import load_settings
+from viking_eval.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -230,6 +230,8 @@ def _imports(path: Path, *, top_level_only: bool, type_checking: bool = False) -
         for node in nodes:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not type_checking:
                 continue
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
+                continue  # the script entry (python -m ...) runs only as a program, never on import
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("viking_eval"):
                 found.add(node.module)
                 found.update(f"{node.module}.{alias.name}" for alias in node.names)
@@ -249,8 +251,8 @@ def _module(path: Path) -> str:
 
 def test_harness_modules_in_dependency_order() -> None:
     """No module-level import cycle in viking_eval/, and nothing below the runner imports it
-    (issue 13). The gate reaches the runner only in its compatibility entry point (gate._runner),
-    until the CLI passes the runner in."""
+    (issue 13): the gate and the reports take what they need from the runner as arguments.
+    """
     modules = {_module(path): path for path in HARNESS.rglob("*.py")}
     graph = {
         name: {target for target in _imports(path, top_level_only=True) if target in modules} - {name}
@@ -275,9 +277,6 @@ def test_harness_modules_in_dependency_order() -> None:
         for name, path in modules.items():
             if name == f"viking_eval.{lower}" or name.startswith(f"viking_eval.{lower}."):
                 anywhere = _imports(path, top_level_only=False, type_checking=True)
-                if name == "viking_eval.gate":
-                    assert "viking_eval.runner" not in _imports(path, top_level_only=True, type_checking=True)
-                    continue
                 assert "viking_eval.runner" not in anywhere, f"{name} imports the runner"
     report_imports = set().union(
         *(

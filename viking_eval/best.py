@@ -17,9 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from scipy import stats
 
 from viking_eval import io, run_folder
+from viking_eval.config import load_settings
 from viking_eval.results import RunSummary
 from viking_eval.runner import run_experiment
-from viking_eval.config import load_settings
 
 log = logging.getLogger(__name__)
 

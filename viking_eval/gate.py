@@ -858,7 +858,7 @@ def compare_runs(
 
 
 def gate_from_settings(
-    settings: Settings, output_dir: Path, run: RunExperiment | None = None, *, overrides: Sequence[str] = ()
+    settings: Settings, output_dir: Path, run: RunExperiment, *, overrides: Sequence[str] = ()
 ) -> int:
     """``python -m viking_eval ... gate.baseline=<file>``: run the file's checks; exit status.
     ``run``: the runner's ``run_experiment`` (``runner.gate_program`` passes it). ``overrides``:
@@ -873,7 +873,7 @@ def gate_from_settings(
         return compose_overrides([*check_overrides, *extra])
 
     try:
-        report = run_gate(settings.gate.baseline or "", output_dir, run or _runner(), compose)
+        report = run_gate(settings.gate.baseline or "", output_dir, run, compose)
     except GateError as error:
         print(f"error: gate: {error}", file=sys.stderr)
         return 2
@@ -885,16 +885,6 @@ def gate_from_settings(
     print(report.text(), end="")
     print(f"gate report: {output_dir}/gate.txt")
     return 0 if report.passed else 1
-
-
-def _runner() -> RunExperiment:
-    """Compatibility for entry points that do not pass the runner yet (``viking_eval/__main__.py``
-    calls ``gate_from_settings(settings, output_dir)``; ``python -m viking_eval.gate``): the only
-    place this module reaches the runner. Remove when the CLI calls ``runner.gate_program`` and
-    ``runner.gate_cli``."""
-    from viking_eval.runner import run_experiment
-
-    return run_experiment
 
 
 def compare_from_settings(settings: Settings, run_dir: Path) -> int:
@@ -916,7 +906,7 @@ def compare_from_settings(settings: Settings, run_dir: Path) -> int:
     return 0 if report.passed else 1
 
 
-def main(argv: Sequence[str] | None = None, run: RunExperiment | None = None) -> int:
+def main(argv: Sequence[str] | None, *, run: RunExperiment) -> int:
     """``python -m viking_eval.gate``; ``run``: the runner's ``run_experiment`` for ``check`` and
     ``record`` (``runner.gate_cli`` passes it)."""
     parser = argparse.ArgumentParser(
@@ -956,11 +946,11 @@ def main(argv: Sequence[str] | None = None, run: RunExperiment | None = None) ->
     )
     try:
         if args.command == "record":
-            path = record_baseline(args.baseline, output, run or _runner())
+            path = record_baseline(args.baseline, output, run)
             print(f"recorded {path} (runs in {output}); review the diff before committing")
             return 0
         if args.command == "check":
-            report = run_gate(args.baseline, output, run or _runner())
+            report = run_gate(args.baseline, output, run)
         else:
             try:
                 significance = SignificanceSettings(
@@ -985,4 +975,8 @@ def main(argv: Sequence[str] | None = None, run: RunExperiment | None = None) ->
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m viking_eval.gate``: the program starts here, above the runner, and hands it in
+    # (the library above never imports it)
+    from viking_eval.runner import gate_cli
+
+    sys.exit(gate_cli(sys.argv[1:]))

@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +40,13 @@ from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import gate, run_folder
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, file_sha256, memo_get, memo_put
+from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
 from viking_eval.report import summary_table
 from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
-from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.significance import compare_with_baseline
 from viking_eval.splits import Phase, load_for_phase
 
@@ -495,11 +495,11 @@ def run_program(
     return objectives(summary)
 
 
-def gate_program(settings: Settings, output_dir: Path) -> int:
+def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str] = ()) -> int:
     """The regression gate (``gate.baseline=<file>``): run the baseline file's checks into
-    ``output_dir``, print one verdict per line; returns the exit status (0 pass, 1 a check
-    failed, 2 the file or a check cannot be used)."""
-    return gate.gate_from_settings(settings, output_dir, run=run_experiment)
+    ``output_dir``, each with the command line's ``overrides`` applied, print one verdict per
+    line; returns the exit status (0 pass, 1 a check failed, 2 the file or a check cannot be used)."""
+    return gate.gate_from_settings(settings, output_dir, run_experiment, overrides=overrides)
 
 
 def compare_program(
@@ -511,6 +511,6 @@ def compare_program(
     return gate.compare_from_settings(settings, output_dir)
 
 
-def gate_cli(argv: list[str] | None = None) -> int:
+def gate_cli(argv: Sequence[str] | None = None) -> int:
     """``python -m viking_eval.gate check|record|compare ...``; returns the exit status."""
     return gate.main(argv, run=run_experiment)

@@ -25,8 +25,8 @@ from viking_eval.report.markdown import latency_note
 from viking_eval.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
 
 if TYPE_CHECKING:
-    from viking_eval.results import RetrieverResult, RunSummary
     from viking_eval.config import Settings
+    from viking_eval.results import RetrieverResult, RunSummary
 
 BETTER = "#1a7f37"
 WORSE = "#cf222e"

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 if TYPE_CHECKING:
-    from viking_eval.results import RunSummary
     from viking_eval.config import Settings
+    from viking_eval.results import RunSummary
 
 
 def _latency(result: Any, key: str) -> str:
