@@ -17,6 +17,8 @@ shared by the chat client (:mod:`retrievers.llm`), the embeddings client
   ``max_backoff_s`` so that a server asking for an hour cannot stall a run (the retry then most
   likely fails again, and the error says so). Worst case a call takes
   ``(max_retries + 1) * timeout_s`` plus the waits.
+* **Redirects** are not followed (the key would go along to wherever they point): a 3xx is an
+  error naming the ``Location`` to configure instead.
 * **Failures** are :class:`EndpointError` with ``kind`` ``"timeout"`` or ``"http"`` (unreachable,
   a status >= 400, a body that is not JSON) and the HTTP ``status`` when there is one. Any other
   4xx fails at once (a bad request or key does not get better by retrying), with the server's
@@ -147,6 +149,16 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: urllib would follow one with the ``Authorization`` header, to any host."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 class JsonEndpoint:
     """POST JSON to ``url`` with a time-out, retries and a key from the environment (see the
     module docstring). ``sleep`` is how waits happen (tests pass a recorder)."""
@@ -209,7 +221,7 @@ class JsonEndpoint:
         request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
         too_slow = f"no answer from {self.url} within {self.timeout_s:g} s"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with _OPENER.open(request, timeout=self.timeout_s) as response:
                 body = response.read()
         except urllib.error.HTTPError as error:
             try:
@@ -221,6 +233,9 @@ class JsonEndpoint:
             if key:
                 detail = detail.replace(key, "***")
             message = f"HTTP {error.code} from {self.url}" + (f": {detail}" if detail else "")
+            if 300 <= error.code < 400:
+                where = error.headers.get("Location", "elsewhere")
+                message += f" (redirects to {where} are not followed, the key would go along: use that URL)"
             if error.code == 429 or error.code >= 500:
                 retry_after = _retry_after(error.headers.get("Retry-After"))
                 raise _Retryable("http", message, error.code, retry_after) from None

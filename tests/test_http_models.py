@@ -537,3 +537,17 @@ def test_endpoint_sends_json_and_returns_json(server_factory: Callable[..., Mode
     assert endpoint.post({"x": [1, 2]}) == {"echo": {"x": [1, 2]}, "path": "/v1/anything"}
     headers = server.requests[0]["headers"]
     assert headers["Content-Type"] == "application/json" and "Authorization" not in headers
+
+
+def test_redirects_are_not_followed(
+    server_factory: Callable[..., ModelServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_EMBED_KEY", KEY)
+    elsewhere = server_factory(embeddings_reply)
+    server = server_factory(lambda path, body: status(302, None, Location=elsewhere.url + "/embeddings"))
+    client, waits = embedder(server)
+    with pytest.raises(
+        EndpointError, match=r"HTTP 302 from .*redirects to http://127\.0\.0\.1:\d+/v1/embeddings are not"
+    ):
+        client.encode(["alpha"], kind="document")
+    assert elsewhere.requests == [] and waits == []
