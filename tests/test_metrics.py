@@ -8,7 +8,14 @@ import random
 import pytest
 import pytrec_eval
 
-from viking_eval.metrics import MetricError, canonical_run, evaluate, parse_metric, parse_metrics
+from viking_eval.metrics import (
+    MetricError,
+    accepted_measures,
+    canonical_run,
+    evaluate,
+    parse_metric,
+    parse_metrics,
+)
 
 
 def _random_case(seed: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]]]:
@@ -119,3 +126,42 @@ def test_duplicate_and_empty_metric_lists() -> None:
 def test_non_finite_score_rejected() -> None:
     with pytest.raises(ValueError, match="not finite"):
         evaluate({"q": {"a": math.nan}}, {"q": {"a": 1}}, parse_metrics(["nDCG@10"]))
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            "nDCG@0",
+            r"metric 'nDCG@0': the cutoff after @ must be an integer >= 1, got 0",
+        ),  # aborted pytrec_eval
+        ("P@0", r"the cutoff after @ must be an integer >= 1, got 0"),
+        ("Recall@0", r"metric 'Recall@0': the cutoff after @ must be an integer >= 1"),
+        ("nDCG@10.5", r"the cutoff after @ must be an integer >= 1, got 10.5"),
+        ("nDCG@-1", r"integer cutoff >= 1"),
+        ("ERR@10", r"metric 'ERR@10' is not computed here .*accepted measures: AP, Bpref, "),
+        ("alpha_nDCG@10", r"is not computed here"),
+        ("SetF(beta=2)", r"metric 'SetF\(beta=2\)': invalid param beta=2"),
+    ],
+)
+def test_bad_measure_or_cutoff_refused_before_any_retrieval(bad: str, message: str) -> None:
+    with pytest.raises(MetricError, match=message):
+        parse_metric(bad)
+
+
+def test_accepted_measures_are_listed_and_parse() -> None:
+    names = accepted_measures()
+    assert {"nDCG", "R", "RR", "AP", "P", "Judged", "Success"} <= set(names)
+    for name in (
+        "nDCG@10",
+        "R@100",
+        "RR@10",
+        "MRR@10",
+        "AP@100",
+        "P@5",
+        "Judged@10",
+        "Success@1",
+        "AP",
+        "RR",
+    ):
+        parse_metric(name)

@@ -22,7 +22,7 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -141,8 +141,9 @@ def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], 
 
     from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, search_space
 
-    settings = OmegaConf.to_container(base.hydra.sweeper, resolve=True)
-    assert isinstance(settings, dict)
+    plain = OmegaConf.to_container(base.hydra.sweeper, resolve=True)
+    assert isinstance(plain, dict)
+    settings = {str(key): value for key, value in plain.items()}
     settings.pop("_target_", None)
     try:
         sweeper = OptunaSweeperImpl(**settings)
@@ -239,7 +240,7 @@ def app(cfg: DictConfig) -> Any:
     output_dir = Path(hydra_cfg.runtime.output_dir)
     # jobs of a sweep or study evaluate the tuning split; the chosen one is evaluated on the
     # reported split when the sweep ends (viking_eval/sweep.py)
-    phase = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
+    phase: Literal["tune", "report"] = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
     from viking_eval import runner
 
     with _marked_on_failure(output_dir):

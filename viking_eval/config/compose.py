@@ -14,10 +14,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
@@ -80,7 +82,7 @@ def compose_config(
         config_name=config_name, overrides=list(overrides), run_mode=run_mode, with_log_configuration=False
     )
     if not with_hydra:
-        with_hydra_removed = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+        with_hydra_removed = OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
         assert isinstance(with_hydra_removed, DictConfig)
         return with_hydra_removed
     return cfg
@@ -95,7 +97,7 @@ def job_overrides(base: DictConfig, task_overrides: Sequence[str]) -> list[list[
     params = base.hydra.sweeper.get("params")
     plain = OmegaConf.to_container(params, resolve=False) if isinstance(params, DictConfig) else {}
     assert isinstance(plain, dict)
-    lines = [f"{key}={value}" for key, value in plain.items()] + list(task_overrides)
+    lines = [f"{key!s}={value}" for key, value in plain.items()] + list(task_overrides)
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(lines)
     return BasicSweeper.split_arguments(parsed, None)[0]
@@ -104,7 +106,7 @@ def job_overrides(base: DictConfig, task_overrides: Sequence[str]) -> list[list[
 # --------------------------------------------------------------------------- Hydra's errors
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     return "; ".join(lines) if lines else str(text)
 
@@ -131,9 +133,10 @@ def _node_keys(node_path: str, overrides: Sequence[str], dropped: str) -> tuple[
 
     holder, _ = field_path(ConfigFile, f"{node_path}.x") if node_path else (ConfigFile, "x")
     if holder is not None:
-        return [name for name in schema_of(holder).__dataclass_fields__], holder
+        return [field.name for field in dataclasses.fields(schema_of(holder))], holder
     try:
-        cfg = compose_config([line for line in overrides if _override_key(line) != dropped])
+        with hydra_session():
+            cfg = compose_config([line for line in overrides if _override_key(line) != dropped])
         node = OmegaConf.select(cfg, node_path)
     except Exception:
         return [], None
@@ -143,12 +146,11 @@ def _node_keys(node_path: str, overrides: Sequence[str], dropped: str) -> tuple[
     if isinstance(target, str):
         from hydra.utils import get_class
 
-        try:
+        params: Any = None
+        with suppress(Exception):  # an import error: the node's own keys are listed
             params = getattr(get_class(target), "Params", None)
-        except Exception:
-            params = None
         if is_params_class(params):
-            return list(schema_of(params).__dataclass_fields__), params
+            return [field.name for field in dataclasses.fields(schema_of(params))], params
     return [str(key) for key in node], None
 
 

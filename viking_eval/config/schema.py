@@ -82,11 +82,11 @@ def _schema_type(hint: Any, with_defaults: bool) -> Any:
             item = Any  # a fixed-length tuple: items may differ in type
         else:
             item = _item_type(args[0], with_defaults) if args else Any
-        return List[item]  # noqa: UP006
+        return List[item]  # type: ignore[valid-type]  # noqa: UP006
     if origin in (dict, Mapping) or hint in (dict, Mapping):
         key = args[0] if args else str
         value = _item_type(args[1], with_defaults) if len(args) > 1 else Any
-        return Dict[key if key in (str, int) else str, value]  # noqa: UP006
+        return Dict[key if key in (str, int) else str, value]  # type: ignore[misc]  # noqa: UP006
     if is_params_class(hint):
         return schema_of(hint, with_defaults=with_defaults)
     return Any
@@ -120,7 +120,7 @@ def _instance(schema: type, values: Mapping[str, Any]) -> Any:
     built = {}
     for name, value in values.items():
         options = [arg for arg in typing.get_args(kinds.get(name)) if arg is not type(None)]
-        nested = options[0] if len(options) == 1 else kinds.get(name)
+        nested: Any = options[0] if len(options) == 1 else kinds.get(name)
         built[name] = (
             _instance(nested, value) if is_params_class(nested) and isinstance(value, Mapping) else value
         )
@@ -135,7 +135,7 @@ def _default(field: dataclasses.Field[Any], schema_type: Any) -> dataclasses.Fie
     elif field.default_factory is not dataclasses.MISSING:
         value = field.default_factory()
     else:
-        return dataclasses.field(default=MISSING)
+        return typing.cast(dataclasses.Field[Any], dataclasses.field(default=MISSING))
     value = _schema_value(value)
     if isinstance(value, list | dict):
         options = [arg for arg in typing.get_args(schema_type) if arg is not type(None)] or [schema_type]
@@ -146,8 +146,8 @@ def _default(field: dataclasses.Field[Any], schema_type: Any) -> dataclasses.Fie
                 return _instance(nested, value)
             return type(value)(value)
 
-        return dataclasses.field(default_factory=factory)
-    return dataclasses.field(default=value)
+        return typing.cast(dataclasses.Field[Any], dataclasses.field(default_factory=factory))
+    return typing.cast(dataclasses.Field[Any], dataclasses.field(default=value))
 
 
 def _bind(name: str, cls: type) -> type:
@@ -191,7 +191,7 @@ def init_schema(cls: type) -> type:
     if cached is not None:
         return cached
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]
     except Exception:
         hints = {}
     fields = []

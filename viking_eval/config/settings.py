@@ -216,7 +216,7 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
     if not isinstance(cfg, Mapping):
         raise ConfigError(where, f"must be a mapping with _target_ (conf/retriever/), got {cfg!r}")
     target, cls = _target(cfg, where, "a retriever of this project", "retrievers.baselines.DenseRetriever")
-    params_cls = getattr(cls, "Params", None)
+    params_cls: Any = getattr(cls, "Params", None)
     if not is_params_class(params_cls):
         raise ConfigError(
             where,
@@ -273,10 +273,14 @@ def instantiate_objects(values: Mapping[str, Any], where: str = "retrievers") ->
                 out[key] = instantiate({"_target_": value["_target_"], **typed})
             except Exception as error:  # hydra wraps constructor errors
                 cause = error.__cause__ or error
-                raise from_library_error(node, cause, init_schema(cls)) from None
+                raise from_library_error(node, _exception(cause), init_schema(cls)) from None
         else:
             out[key] = value
     return out
+
+
+def _exception(error: BaseException) -> Exception:
+    return error if isinstance(error, Exception) else RuntimeError(str(error))
 
 
 def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -292,7 +296,7 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
         instantiate(values)
     except Exception as error:
         cause = error.__cause__ or error
-        raise from_library_error("embedder", cause, init_schema(cls)) from None
+        raise from_library_error("embedder", _exception(cause), init_schema(cls)) from None
     return values
 
 
@@ -315,7 +319,7 @@ def _keyed(error: ConfigError) -> ConfigError:
 
 def _plain(cfg: Any) -> dict[str, Any]:
     if isinstance(cfg, DictConfig) and "hydra" in cfg:  # composed with Hydra's own node: not ours
-        cfg = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+        cfg = OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
     if isinstance(cfg, DictConfig | ListConfig):
         try:
             plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)

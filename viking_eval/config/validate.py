@@ -114,4 +114,5 @@ def typed_values(
     except OmegaConfBaseException as error:
         raise from_validation_error(where, error, None if init else cls) from None
     assert isinstance(converted, dict)
-    return _given(dict(values), converted)
+    given: dict[str, Any] = _given(dict(values), converted)
+    return given
