@@ -551,3 +551,27 @@ def test_redirects_are_not_followed(
     ):
         client.encode(["alpha"], kind="document")
     assert elsewhere.requests == [] and waits == []
+
+
+def test_remote_embedder_and_reranker_through_the_kernel(
+    embed_server: ModelServer, rerank_server: ModelServer
+) -> None:
+    """A store built with the remote embedder, a dense retriever reranked by the remote reranker;
+    when the reranker's answer misses a document, the first-stage order stays, and says why."""
+    from retrievers import ContextStore, DenseRetriever, Document, StoreConfig
+
+    texts = ["red apple", "green apple pie", "blue sky", "apple"]
+    docs = [Document(id=f"d{i}", text=text) for i, text in enumerate(texts)]
+    remote, _ = embedder(embed_server)
+    store = ContextStore.build(docs, remote, StoreConfig.from_dict({}))
+    plain = DenseRetriever(store, remote).retrieve("apple pie", 4)
+    client, _ = reranker(rerank_server, max_retries=0)
+    reranked = DenseRetriever(store, remote, reranker=client).retrieve("apple pie", 4)
+    # rerank scores: query words found / 10; ties broken by doc id
+    assert [(r.doc_id, r.score) for r in reranked] == [("d1", 0.2), ("d0", 0.1), ("d3", 0.1), ("d2", 0.0)]
+    assert all(r.provenance.get("rerank_fallback") is None for r in reranked)
+    rerank_server.script = [ok({"results": [{"index": 0, "relevance_score": 1.0}]})]
+    kept = DenseRetriever(store, remote, reranker=client).retrieve("apple pie", 4)
+    assert [(r.doc_id, r.score) for r in kept] == [(r.doc_id, r.score) for r in plain]
+    reasons = {r.provenance.get("rerank_fallback") for r in kept}
+    assert len(reasons) == 1 and "missing indexes" in str(next(iter(reasons)))
