@@ -8,10 +8,16 @@ from retrievers.baselines import BM25Retriever, DenseRetriever
 from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
 from retrievers.filters import MetadataFilter
 from retrievers.graph import GraphRetriever
-from retrievers.hierarchical import HierarchicalRetriever
+from retrievers.hierarchical import (
+    FindResult,
+    HierarchicalRetriever,
+    LLMIntentAnalyzer,
+    RuleBasedAnalyzer,
+    Session,
+    TypedQuery,
+)
 from retrievers.hybrid import HybridRetriever
 from retrievers.index import BM25Index, ExactVectorIndex
-from retrievers.intent import FindResult, LLMIntentAnalyzer, RuleBasedAnalyzer, Session, TypedQuery
 from retrievers.multi_strategy import MultiStrategyRetriever, QueryAnalyzer
 from retrievers.rerank import CrossEncoderReranker, EmbeddingReranker, LLMReranker
 from retrievers.store import (

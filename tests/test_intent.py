@@ -13,9 +13,9 @@ import pytest
 from conftest import ChatServer
 
 from retrievers import ContextNode, ContextStore, Document, StoreConfig
-from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.build.hierarchy import embed_directories
-from retrievers.intent import (
+from retrievers.hierarchical import HierarchicalRetriever
+from retrievers.hierarchical.intent import (
     ContextType,
     LLMIntentAnalyzer,
     MatchedContext,

@@ -45,11 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index import ExactVectorIndex
-from retrievers.kernel import check_query
-from retrievers.ranking import check_top_k, top_k_1d
-from retrievers.store.tree import ContextTree
-from retrievers.intent import (
+from retrievers.hierarchical.intent import (
     ContextType,
     FindResult,
     IntentAnalyzer,
@@ -60,7 +56,11 @@ from retrievers.intent import (
     TypedQuery,
     merge_matches,
 )
+from retrievers.index import ExactVectorIndex
+from retrievers.kernel import check_query
+from retrievers.ranking import check_top_k, top_k_1d
 from retrievers.store import ContextStore
+from retrievers.store.tree import ContextTree
 from retrievers.types import Embedder, Reranker, RetrievalResult
 
 __all__ = ["HierarchicalParams", "HierarchicalRetriever", "TraversalStats"]
