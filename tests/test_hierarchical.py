@@ -1,6 +1,7 @@
 """HierarchicalRetriever: scores worked out by hand on a small tree, the oracle (alpha = 1, no
 threshold, every leaf in the global search, unlimited rounds == flat dense), batch == single,
-scoped views, convergence exits, provenance and parameter validation."""
+scoped views, metadata filters, chunked stores, convergence exits, provenance, directories in
+find() and parameter validation."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import numpy as np
 import pytest
 
 from retrievers import ContextNode, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
-from retrievers.hierarchical import HierarchicalParams, HierarchicalRetriever
 from retrievers.build.hierarchy import embed_directories
+from retrievers.hierarchical import HierarchicalParams, HierarchicalRetriever
 from retrievers.types import EncodeKind
 from viking_eval.data import load_dataset
 
@@ -90,7 +91,8 @@ def test_propagation_worked_out_by_hand(small) -> None:  # type: ignore[no-untyp
     assert top.uri == f"{R}/b/b1"
     assert top.provenance["directory_path"] == (f"{R}/b",)
     assert top.provenance["pre_propagation_score"] == 1.0
-    assert top.provenance["found_by"] == "traversal" and top.provenance["rerank_fallback"] is False
+    assert top.provenance["found_by"] == "traversal"
+    assert "rerank_fallback" not in top.provenance  # no reranker: no rerank keys
     stats = top.provenance["stats"]
     assert stats["directories_popped"] == 3 and stats["stop_reason"] == "exhausted"
     assert stats["nodes_scored"] == 7 and stats["nodes_scored_fraction"] == 1.0
@@ -106,13 +108,15 @@ def test_a_root_without_score_is_not_a_parent_with_score_zero(small) -> None:  #
     # 0.0; here it is "no parent"). Pop b (0.5): b1 = .5*1 + .5*.5 = .75.
     assert scored(results) == [("b1", 0.75)]
     assert results[0].provenance["directory_path"] == (R, f"{R}/b")
-    # whereas a root *hit* with score 0.0 propagates it: a = .5*.75 + .5*0 = .375 as a child of root
+    # whereas a root *hit* with score 0.0 propagates it: a = .5*.75 + .5*0 = .375 as a child of
+    # root (directories are matches of find(), never results of retrieve())
     found = HierarchicalRetriever(store, embedder, global_search_topk=3, max_convergence_rounds=None)
-    directories = HierarchicalRetriever(
-        store, embedder, global_search_topk=3, max_convergence_rounds=None, return_directories=True
-    ).retrieve("q", 10)
-    assert ("viking://resources/a", 0.375) in scored(directories)
+    directories = found.find("q", 10, directories=True)
+    assert (f"{R}/a", 0.375, 0, None) in [(m.uri, m.score, m.level, m.doc_id) for m in directories]
     assert found.retrieve("q", 1)[0].score == 0.75
+    assert all(m.level == 2 for m in found.find("q", 10))  # leaves only by default
+    assert found.search("q", top_k=10, directories=True) == directories
+    assert {r.doc_id for r in found.retrieve("q", 10)} == {"a1", "a2", "b1", "b2"}
 
 
 def test_threshold_strict_and_inclusive(small) -> None:  # type: ignore[no-untyped-def]
@@ -193,35 +197,140 @@ def test_scoped_view_never_leaves_its_scope(small) -> None:  # type: ignore[no-u
     assert all(f"{R}/b" not in r.provenance["directory_path"] for r in results)
 
 
+def test_metadata_filters_narrow_the_leaf_scope(small) -> None:  # type: ignore[no-untyped-def]
+    store, embedder = small
+    common = {"global_search_topk": 3, "max_convergence_rounds": None}
+    filtered = HierarchicalRetriever(store, embedder, filters={"doc_ids": ["a1", "b2"]}, **common)
+    results = filtered.retrieve("q", 4)
+    # pop a: only a1 is in scope, .5*.5 + .5*.75 = .625; pop b: only b2, .5*.75 + .5*.5 = .625
+    assert scored(results) == [("a1", 0.625), ("b2", 0.625)]
+    assert results[0].provenance["stats"]["nodes_in_scope"] == 5  # root, a, b, a1, b2
+    # leaves in the global search are searched inside the filter too
+    leaves = HierarchicalRetriever(
+        store, embedder, filters={"doc_ids": ["a2"]}, global_search_levels=[0, 1, 2], **common
+    )
+    # (a2's global hit .25 is then beaten under a: .5*.25 + .5*.75 = .5); b is out of scope
+    results = leaves.retrieve("q", 4)
+    assert [(r.doc_id, r.score, r.provenance["found_by"]) for r in results] == [("a2", 0.5, "traversal")]
+    assert results[0].provenance["stats"]["global_hits"] == 3  # directories a and root, leaf a2
+    # a filter inside a scoped view: both hold (only a1 is in the view and the filter)
+    view = store.restricted(np.asarray([doc_id.startswith("a") for doc_id in store.doc_ids]))
+    both = HierarchicalRetriever(view, embedder, filters={"doc_ids": ["a1", "b2"]}, **common)
+    results = both.retrieve("q", 4)
+    assert [r.doc_id for r in results] == ["a1"]
+    assert results[0].provenance["stats"]["nodes_in_scope"] == 3  # root, a, a1
+    assert [m.doc_id for m in both.find("q", 4)] == ["a1"]
+
+
+# Chunked store: documents A and B in three chunks; the tree's leaves are the chunks.
+#   root            0.0
+#   ├── x           0.5
+#   │   ├── A#0     0.25
+#   │   └── B#0     1.0
+#   └── y           0.75
+#       └── A#1     0.5
+CHUNK_TABLE = {
+    "q": [1.0, 0.0, 0.0],
+    "root abstract": [0.0, 0.0, 1.0],
+    "about x": unit(0.5),
+    "about y": unit(0.75),
+    "chunk A#0": unit(0.25),
+    "chunk B#0": unit(1.0),
+    "chunk A#1": unit(0.5),
+}
+
+
+def test_chunked_store_answers_with_documents() -> None:
+    embedder = TableEmbedder(CHUNK_TABLE)
+    chunks = [
+        Document(id=chunk, text=f"chunk {chunk}", metadata={"parent_id": chunk[0]})
+        for chunk in ("A#0", "A#1", "B#0")
+    ]
+    store = ContextStore.build(chunks, embedder, StoreConfig())
+    store.set_parents(
+        [Document(id="A", text="all of A"), Document(id="B", text="all of B")], np.asarray([0, 0, 1])
+    )
+    nodes = [
+        ContextNode(R, 0, None, abstract="root abstract"),
+        ContextNode(f"{R}/x", 0, R, abstract="about x"),
+        ContextNode(f"{R}/y", 0, R, abstract="about y"),
+        ContextNode(f"{R}/x/A#0", 2, f"{R}/x", doc_id="A#0"),
+        ContextNode(f"{R}/x/B#0", 2, f"{R}/x", doc_id="B#0"),
+        ContextNode(f"{R}/y/A#1", 2, f"{R}/y", doc_id="A#1"),
+    ]
+    store.tree = embed_directories(nodes, embedder, store.embeddings, store.row_of)
+    retriever = HierarchicalRetriever(store, embedder, global_search_topk=3, max_convergence_rounds=None)
+    results = retriever.retrieve("q", 5)
+    # pop y (.75): A#1 = .5*.5 + .5*.75 = .625; pop x (.5): A#0 = .375, B#0 = .5*1 + .5*.5 = .75.
+    # A scores its best chunk (A#1).
+    assert scored(results) == [("B", 0.75), ("A", 0.625)]
+    assert [(r.provenance["chunk_id"], r.uri) for r in results] == [
+        ("B#0", f"{R}/x/B#0"),
+        ("A#1", f"{R}/y/A#1"),
+    ]
+    assert results[1].provenance["directory_path"] == (f"{R}/y",)
+    assert retriever.retrieve_batch(["q"], 1) == [[results[0]]]
+    # find() keeps every matching leaf (contexts), naming its document and chunk
+    found = retriever.find("q", 5)
+    assert [(m.uri, m.doc_id, m.provenance["chunk_id"]) for m in found] == [
+        (f"{R}/x/B#0", "B", "B#0"),
+        (f"{R}/y/A#1", "A", "A#1"),
+        (f"{R}/x/A#0", "A", "A#0"),
+    ]
+
+
 def test_bad_parameters_and_inputs(small) -> None:  # type: ignore[no-untyped-def]
     store, embedder = small
     cases = [
-        ({"alpha": 1.5}, r"alpha must be in \[0, 1\], got 1.5"),
-        ({"alpha": -0.1}, r"alpha must be in \[0, 1\]"),
-        ({"global_search_levels": []}, r"non-empty subset of \{0, 1, 2\}"),
-        ({"global_search_levels": [3]}, r"non-empty subset of \{0, 1, 2\}"),
-        ({"global_search_levels": [0, 0]}, "repeats"),
-        ({"global_search_topk": 0}, r"global_search_topk must be an integer in \[1, 10000000\]"),
-        ({"child_limit": 0}, "child_limit must be an integer"),
-        ({"threshold": float("nan")}, "threshold must be a finite number or null"),
-        ({"max_convergence_rounds": 0}, r"max_convergence_rounds must be an integer in \[1, 1000\] or null"),
-        ({"mode": "deep"}, r"mode must be one of \['quick', 'thinking'\]"),
-        ({"reranker": "yes"}, "reranker must be null or an object with a rerank"),
-        ({"stagnation_exit": 1}, "stagnation_exit must be true or false"),
+        ({"alpha": 1.5}, r"^alpha must be a number in \[0, 1\], got 1.5$"),
+        ({"alpha": -0.1}, r"^alpha must be a number in \[0, 1\], got -0.1$"),
+        ({"global_search_levels": []}, r"^global_search_levels must not be empty$"),
+        ({"global_search_levels": [3]}, r"^global_search_levels\[0\] must be one of \[0, 1, 2\], got 3$"),
+        (
+            {"global_search_levels": [0, True]},
+            r"^global_search_levels\[1\] must be one of \[0, 1, 2\], got True$",
+        ),
+        ({"global_search_levels": [0, 0]}, r"^global_search_levels has repeats: \[0, 0\]$"),
+        ({"global_search_levels": "01"}, r"^global_search_levels must be a list, got '01'$"),
+        ({"global_search_topk": 0}, r"^global_search_topk must be an integer in \[1, 10000000\], got 0$"),
+        ({"child_limit": 0}, r"^child_limit must be an integer in \[1, 10000000\] or null, got 0$"),
+        ({"threshold": float("nan")}, r"^threshold must be a finite number or null, got nan$"),
+        (
+            {"max_convergence_rounds": 0},
+            r"^max_convergence_rounds must be an integer in \[1, 1000\] or null, got 0$",
+        ),
+        ({"mode": "deep"}, r"^mode must be one of \['quick', 'thinking'\], got 'deep'$"),
+        ({"reranker": "yes"}, r"^reranker must be null or an object with a rerank\(\) method, got 'yes'$"),
+        ({"stagnation_exit": 1}, r"^stagnation_exit must be true or false, got 1$"),
+        ({"rerank_depth": 20}, r"^rerank_depth does not apply to the hierarchical retriever"),
     ]
     for params, message in cases:
         with pytest.raises(ValueError, match=message):
             HierarchicalParams(**params)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=message):
             HierarchicalRetriever(store, embedder, **params)
+    # directories are a find()/search() matter now, not a retrieve() parameter
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['return_directories'\]"):
+        HierarchicalRetriever(store, embedder, return_directories=True)
+    assert HierarchicalParams(global_search_levels=[2, 0]).global_search_levels == (0, 2)
     retriever = HierarchicalRetriever(store, embedder)
     with pytest.raises(ValueError, match="top_k must be an integer >= 1"):
         retriever.retrieve("q", 0)
     with pytest.raises(ValueError, match="non-empty string"):
         retriever.retrieve(" ", 3)
+    with pytest.raises(ValueError, match="top_k must be an integer >= 1"):
+        retriever.find("q", 0)
+    with pytest.raises(ValueError, match="query must be a non-empty string"):
+        retriever.search(" ")
+    with pytest.raises(ValueError, match="query must be a non-empty string"):
+        retriever.search(["q"])  # type: ignore[call-overload]  # a list is the kernel's call, with depth
+    (candidates,) = retriever.search(["q"], embedder.encode(["q"], kind="query"), 2)
+    assert sorted(store.doc_ids[row] for row in candidates.rows) == ["a1", "a2", "b1", "b2"]
     plain = ContextStore.build([Document(id="a1", text="doc a1")], embedder, StoreConfig())
     with pytest.raises(ValueError, match="the store has no context tree"):
         HierarchicalRetriever(plain, embedder)
+    with pytest.raises(ValueError, match="needs an embedder"):
+        HierarchicalRetriever(store, None)
 
 
 # -- the oracle and batch == single, on a real (small) corpus ---------------------------------------
@@ -277,7 +386,7 @@ def test_oracle_equals_flat_dense_exactly(adi, top_k: int) -> None:  # type: ign
         {"alpha": 1.0, "max_convergence_rounds": 5},
         {"global_search_levels": [0, 1, 2], "threshold": 0.1},
         {"global_search_levels": [2], "alpha": 0.3},
-        {"max_convergence_rounds": None, "return_directories": True, "query_batch_size": 3},
+        {"max_convergence_rounds": None, "query_batch_size": 3},
     ],
 )
 def test_batch_equals_single(adi, params) -> None:  # type: ignore[no-untyped-def]

@@ -73,7 +73,15 @@ def test_run_writes_traversal_stats(
     [
         (
             "+retriever@retrievers.hier=hierarchical retrievers.hier.alpha=2",
-            r"retrievers.hier: alpha must be in \[0, 1\]",
+            r"retrievers.hier: alpha must be a number in \[0, 1\], got 2$",
+        ),
+        (
+            "+retriever@retrievers.hier=hierarchical +retrievers.hier.return_directories=true",
+            r"unknown key\(s\) \['return_directories'\]",  # a find()/search() argument now
+        ),
+        (
+            "+retriever@retrievers.hier=hierarchical +retrievers.hier.rerank_depth=20",
+            "retrievers.hier: rerank_depth does not apply to the hierarchical retriever",
         ),
         ("+retriever@retrievers.hier=hierarchical +retrievers.hier.beam=3", r"unknown key\(s\) \['beam'\]"),
         ("store.hierarchy.branching_factor=1", r"branching_factor must be an integer in \[2, 256\]"),

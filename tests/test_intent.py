@@ -18,17 +18,15 @@ from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.hierarchical.intent import (
     ContextType,
     LLMIntentAnalyzer,
-    MatchedContext,
     Message,
     PassthroughAnalyzer,
     PlanError,
     RuleBasedAnalyzer,
     Session,
     TypedQuery,
-    merge_matches,
     parse_plan,
-    priority_weight,
 )
+from retrievers.hierarchical.matches import MatchedContext, merge_matches, priority_weight
 from retrievers.types import EncodeKind
 
 MEM, RES, SKL = "viking://user/memories", "viking://resources", "viking://agent/skills"
@@ -171,13 +169,15 @@ def test_merge_dedups_weights_orders_and_limits() -> None:
     )
     assert [m.uri for m in limited.resources] == ["r/a", "r/b"]  # ties: URI order
     assert [priority_weight(p) for p in range(1, 6)] == [1.0, 0.8, 0.6, 0.4, 0.2]
-    with pytest.raises(ValueError, match="limit_per_bucket must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^limit_per_bucket must be an integer in \[1, inf\], got 0$"):
         merge_matches([], limit_per_bucket=0)
 
 
 def test_typed_query_validation() -> None:
-    with pytest.raises(ValueError, match=r"priority must be an integer in \[1, 5\]"):
+    with pytest.raises(ValueError, match=r"^TypedQuery.priority must be an integer in \[1, 5\], got 6$"):
         TypedQuery("x", priority=6)
+    with pytest.raises(ValueError, match=r"^TypedQuery.priority must be an integer in \[1, 5\], got True$"):
+        TypedQuery("x", priority=True)
     with pytest.raises(ValueError, match="non-empty string"):
         TypedQuery(" ")
 
@@ -279,3 +279,5 @@ def test_llm_analyser_rejects_bad_settings() -> None:
         LLMIntentAnalyzer("ftp://x", "m")
     with pytest.raises(ValueError, match=r"timeout must be in \(0, 600\]"):
         LLMIntentAnalyzer("http://127.0.0.1:1", "m", timeout=0)
+    with pytest.raises(ValueError, match=r"^max_recent_messages must be an integer in \[0, 100\], got -1$"):
+        LLMIntentAnalyzer("http://127.0.0.1:1", "m", max_recent_messages=-1)

@@ -1,21 +1,31 @@
-"""The hierarchical (OpenViking) family: retriever.py (HierarchicalRetriever) and intent.py
-(typed queries, sessions, intent analysers and the merge of find()/search() matches)."""
+"""The hierarchical (OpenViking) family: priority-queue descent of the store's context tree.
+
+* ``params.py``: :class:`HierarchicalParams`, the query-time parameters.
+* ``scoring.py``: how a tree node is scored (vectors, records, the reranker) and which nodes are
+  in scope.
+* ``traversal.py``: the descent for one query (global search, propagation, convergence), its
+  :class:`TraversalStats`.
+* ``intent.py``: typed queries, sessions and the intent analysers of ``search()``.
+* ``matches.py``: what ``find()``/``search()`` return and how typed queries' matches merge.
+* ``retriever.py``: :class:`HierarchicalRetriever` (``retrieve`` through the kernel, ``find``,
+  ``search``).
+"""
 
 from retrievers.hierarchical.intent import (
     ContextType,
-    FindResult,
     IntentAnalyzer,
     LLMIntentAnalyzer,
-    MatchedContext,
     Message,
     PassthroughAnalyzer,
     QueryPlan,
     RuleBasedAnalyzer,
     Session,
     TypedQuery,
-    merge_matches,
 )
-from retrievers.hierarchical.retriever import HierarchicalParams, HierarchicalRetriever, TraversalStats
+from retrievers.hierarchical.matches import FindResult, MatchedContext, merge_matches
+from retrievers.hierarchical.params import HierarchicalParams
+from retrievers.hierarchical.retriever import HierarchicalRetriever
+from retrievers.hierarchical.traversal import TraversalStats
 
 __all__ = [
     "ContextType",

@@ -1,9 +1,9 @@
-"""Intent analysis for ``search()`` and the typed results of ``find()``/``search()`` (OpenViking's API).
+"""Intent analysis for ``search()``: typed queries, sessions and the analysers (OpenViking's API).
 
 ``find(query)`` searches with the query as given. ``search(query, session)`` first asks an
 *intent analyser* for 0 to 5 typed queries (text, context type, intent, priority 1 = highest ..
-5), runs each, and merges the results into a :class:`FindResult` with memories / resources /
-skills buckets.
+5), runs each, and merges the results (:mod:`retrievers.hierarchical.matches`) into a
+``FindResult`` with memories / resources / skills buckets.
 
 Analysers (all deterministic except for what an LLM answers):
 
@@ -13,37 +13,31 @@ Analysers (all deterministic except for what an LLM answers):
 * :class:`LLMIntentAnalyzer`: asks an OpenAI-compatible chat-completions endpoint for a JSON
   query plan and validates it strictly; on any failure (HTTP error, time-out, malformed JSON, an
   invalid field) it falls back to the raw query and says why in ``QueryPlan.fallback``.
-
-Merging differs from OpenViking's (which concatenates the per-query lists): results are deduplicated
-by URI keeping the best priority-weighted score, ordered by that score (then URI) and cut per bucket.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from retrievers.llm import ChatClient, LLMError, parse_json_content
+from retrievers.params import check_int, is_int
 
 __all__ = [
     "MAX_TYPED_QUERIES",
     "ContextType",
-    "FindResult",
     "IntentAnalyzer",
     "LLMIntentAnalyzer",
-    "MatchedContext",
     "Message",
     "PassthroughAnalyzer",
+    "PlanError",
     "QueryPlan",
     "RuleBasedAnalyzer",
     "Session",
     "TypedQuery",
-    "merge_matches",
-    "priority_weight",
+    "parse_plan",
 ]
 
 MAX_TYPED_QUERIES = 5
@@ -74,12 +68,7 @@ class TypedQuery:
             raise ValueError(
                 f"TypedQuery.context_type must be a ContextType or None, got {self.context_type!r}"
             )
-        if (
-            isinstance(self.priority, bool)
-            or not isinstance(self.priority, int)
-            or not 1 <= self.priority <= 5
-        ):
-            raise ValueError(f"TypedQuery.priority must be an integer in [1, 5], got {self.priority!r}")
+        check_int("TypedQuery.priority", self.priority, 1, 5)
 
 
 @dataclass(frozen=True)
@@ -105,109 +94,8 @@ class Session:
     summary: str = ""
 
 
-@dataclass(frozen=True)
-class MatchedContext:
-    """One result of ``find``/``search``. ``level`` 2 is a leaf (``doc_id`` set), 0 a directory."""
-
-    uri: str
-    context_type: ContextType
-    level: int
-    abstract: str
-    score: float
-    doc_id: str | None = None
-    query: str = ""
-    provenance: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FindResult:
-    """Results by context type, each bucket ordered by (score desc, URI asc)."""
-
-    memories: tuple[MatchedContext, ...] = ()
-    resources: tuple[MatchedContext, ...] = ()
-    skills: tuple[MatchedContext, ...] = ()
-    plan: QueryPlan | None = None
-
-    @property
-    def total(self) -> int:
-        return len(self.memories) + len(self.resources) + len(self.skills)
-
-    def __iter__(self) -> Iterator[MatchedContext]:
-        yield from self.memories
-        yield from self.resources
-        yield from self.skills
-
-
 class IntentAnalyzer(Protocol):
     def analyze(self, query: str, session: Session | None = None) -> QueryPlan: ...
-
-
-# --------------------------------------------------------------------------------------------
-# Merging
-# --------------------------------------------------------------------------------------------
-
-
-def priority_weight(priority: int) -> float:
-    """Weight of a typed query's scores: ``(6 - priority) / 5``, so priority 1 -> 1.0 .. 5 -> 0.2."""
-    return (6 - priority) / 5
-
-
-def _weighted(score: float, weight: float) -> float:
-    # Multiplying a negative score by a weight < 1 would raise it; dividing keeps "lower priority
-    # never ranks higher" for scores of either sign (cosine scores can be negative).
-    return score * weight if score >= 0 else score / weight
-
-
-def merge_matches(
-    results: Sequence[tuple[TypedQuery, Sequence[MatchedContext]]],
-    *,
-    limit_per_bucket: int,
-    plan: QueryPlan | None = None,
-) -> FindResult:
-    """Merge the results of several typed queries into one :class:`FindResult`.
-
-    Each match's score becomes ``score * priority_weight(priority)`` (divided instead when the
-    score is negative); a URI found by several queries keeps its best weighted score (the first
-    query on a tie). Each bucket is ordered by (score desc, URI asc) and cut to ``limit_per_bucket``.
-    """
-    if isinstance(limit_per_bucket, bool) or not isinstance(limit_per_bucket, int) or limit_per_bucket < 1:
-        raise ValueError(f"limit_per_bucket must be an integer >= 1, got {limit_per_bucket!r}")
-    best: dict[str, MatchedContext] = {}
-    for typed, matches in results:
-        weight = priority_weight(typed.priority)
-        for match in matches:
-            score = _weighted(match.score, weight)
-            if not math.isfinite(score):
-                raise ValueError(f"non-finite score {match.score!r} for {match.uri}")
-            known = best.get(match.uri)
-            if known is None or score > known.score:
-                best[match.uri] = MatchedContext(
-                    uri=match.uri,
-                    context_type=match.context_type,
-                    level=match.level,
-                    abstract=match.abstract,
-                    score=score,
-                    doc_id=match.doc_id,
-                    query=typed.query,
-                    provenance={
-                        **match.provenance,
-                        "unweighted_score": match.score,
-                        "priority": typed.priority,
-                    },
-                )
-    buckets: dict[ContextType, list[MatchedContext]] = {kind: [] for kind in ContextType}
-    for match in best.values():
-        buckets[match.context_type].append(match)
-    ordered = {
-        kind: tuple(sorted(items, key=lambda m: (-m.score, m.uri))[:limit_per_bucket])
-        for kind, items in buckets.items()
-    }
-    return FindResult(
-        memories=ordered[ContextType.MEMORY],
-        resources=ordered[ContextType.RESOURCE],
-        skills=ordered[ContextType.SKILL],
-        plan=plan,
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,14 +219,14 @@ def parse_plan(content: str) -> QueryPlan:
         if not isinstance(intent, str):
             raise PlanError(f"queries[{i}].intent must be a string")
         priority = item.get("priority", DEFAULT_PRIORITY)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 5:
+        if not is_int(priority) or not 1 <= priority <= 5:
             raise PlanError(f"queries[{i}].priority must be an integer in [1, 5], got {priority!r}")
         queries.append(
             TypedQuery(
                 " ".join(text.split()),
                 None if raw_type is None else ContextType(raw_type),
                 intent,
-                priority,
+                int(priority),
             )
         )
     return QueryPlan(queries=tuple(queries), reasoning=reasoning)
@@ -366,14 +254,7 @@ class LLMIntentAnalyzer:
         self.client = ChatClient(
             base_url, model, api_key_env=api_key_env, timeout_s=timeout, timeout_name="timeout"
         )
-        if (
-            isinstance(max_recent_messages, bool)
-            or not isinstance(max_recent_messages, int)
-            or not (0 <= max_recent_messages <= 100)
-        ):
-            raise ValueError(
-                f"max_recent_messages must be an integer in [0, 100], got {max_recent_messages!r}"
-            )
+        check_int("max_recent_messages", max_recent_messages, 0, 100)
         self.max_recent_messages = max_recent_messages
 
     def _prompt(self, query: str, session: Session | None) -> str:

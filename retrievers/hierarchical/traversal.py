@@ -1,0 +1,286 @@
+"""OpenViking's priority-queue descent of the context tree, for one query.
+
+The algorithm (OpenViking's ``HierarchicalRetriever`` as of March 2026, with the fixes its users
+asked for; defaults in brackets):
+
+1. Global vector search over the records of ``global_search_levels`` [0, 1], limit
+   ``max(top_k, global_search_topk)`` [10]. Directory records (level 0 abstract, level 1
+   overview) and leaves (level 2) have separate indexes, so a directory-only search never scores
+   a leaf; searching level 2 is exact search over every leaf in scope.
+2. Directory hits become starting points, scored by the reranker in ``thinking`` mode when one is
+   configured, else by vector score; the roots of the query's scope are added with no score.
+   Leaf hits enter the candidate pool directly (never dropped).
+3. Pop the best directory from a max-heap; score its children and keep the best
+   ``child_limit`` [max(2*top_k, 20)]: ``final = alpha * child + (1 - alpha) * parent`` [alpha
+   0.5], where a parent *without a score* (a root) gives ``final = child``. (OpenViking tests
+   ``if parent_score``, which also treats a real score of 0.0 as "no parent".)
+4. Keep children whose final score passes ``threshold`` (``>``, or ``>=`` with
+   ``threshold_inclusive``; None = no threshold); deduplicate by node keeping the maximum; push
+   child directories not yet visited.
+5. After every pop (a round): stop when the top-k leaves have stayed the same for
+   ``max_convergence_rounds`` [3] consecutive rounds and the pool holds at least top_k leaves;
+   with ``stagnation_exit`` [on] also stop when the pool (leaves and directories that passed)
+   has not grown for that many rounds; or when the heap is empty. ``None`` = never stop early.
+
+Scores are computed once per node and query (cached), so a leaf found by the global search and
+again under its directory has one vector score. The pool (leaves and directories) is the result;
+the retriever turns its leaves into store rows and find()/search() into typed matches.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievers.hierarchical.params import HierarchicalParams
+from retrievers.hierarchical.scoring import NodeReranker, TreeIndex
+from retrievers.ranking import top_k_1d
+
+__all__ = ["Found", "Traversal", "TraversalStats", "traverse"]
+
+
+@dataclass
+class TraversalStats:
+    """What one query's traversal did (``provenance["stats"]`` of its results)."""
+
+    directories_popped: int = 0
+    rounds: int = 0
+    nodes_scored: int = 0
+    nodes_in_scope: int = 0
+    global_hits: int = 0
+    pool_size: int = 0
+    rerank_calls: int = 0
+    rerank_fallbacks: int = 0
+    stop_reason: str = "exhausted"
+
+    def as_dict(self) -> dict[str, Any]:
+        fraction = self.nodes_scored / self.nodes_in_scope if self.nodes_in_scope else 0.0
+        return {
+            "directories_popped": self.directories_popped,
+            "rounds": self.rounds,
+            "nodes_scored": self.nodes_scored,
+            "nodes_in_scope": self.nodes_in_scope,
+            "nodes_scored_fraction": fraction,
+            "global_hits": self.global_hits,
+            "pool_size": self.pool_size,
+            "rerank_calls": self.rerank_calls,
+            "rerank_fallbacks": self.rerank_fallbacks,
+            "stop_reason": self.stop_reason,
+        }
+
+
+@dataclass
+class Found:
+    """A node in the pool: its final score, its vector score, the directories that led to it,
+    how it was found, and (when reranking) the reranker's score or why the call fell back."""
+
+    score: float
+    vector_score: float
+    path: tuple[str, ...]
+    found_by: str
+    rerank_fallback: str | None = None
+    rerank_score: float | None = None
+
+
+@dataclass
+class Traversal:
+    """One query's pool (node -> :class:`Found`) and stats."""
+
+    pool: dict[int, Found]
+    stats: TraversalStats
+
+
+@dataclass(order=True)
+class _Queued:
+    priority: float  # negated score: heapq pops the smallest
+    node: int
+    sequence: int
+    score: float | None = field(compare=False)  # None: a root, which has no score
+    path: tuple[str, ...] = field(compare=False)
+
+
+class _TopLeaves:
+    """The best ``k`` leaves of the pool by (score desc, node asc), kept up to date as leaves
+    enter or improve, so the convergence test costs O(k) per round instead of O(pool)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.keys: list[tuple[float, int]] = []  # (-score, node), ascending = best first
+        self.members: set[int] = set()
+        self.n_leaves = 0
+
+    def offer(self, node: int, score: float, *, new: bool) -> None:
+        self.n_leaves += new
+        key = (-score, node)
+        if node in self.members:
+            self.keys = [entry for entry in self.keys if entry[1] != node]
+            bisect.insort(self.keys, key)
+        elif len(self.keys) < self.k:
+            bisect.insort(self.keys, key)
+            self.members.add(node)
+        elif key < self.keys[-1]:
+            self.members.discard(self.keys.pop()[1])
+            bisect.insort(self.keys, key)
+            self.members.add(node)
+
+
+def _passes(params: HierarchicalParams, score: float) -> bool:
+    threshold = params.threshold
+    if threshold is None:
+        return True
+    return score >= threshold if params.threshold_inclusive else score > threshold
+
+
+def _found(
+    score: float,
+    vector_score: float,
+    path: tuple[str, ...],
+    found_by: str,
+    rerank_score: float,
+    fallback: str | None,
+    rerank: NodeReranker,
+) -> Found:
+    """A pool entry; the rerank outcome only when the retriever reranks."""
+    if not rerank.active:
+        return Found(score, vector_score, path, found_by)
+    return Found(score, vector_score, path, found_by, fallback, rerank_score if fallback is None else None)
+
+
+def traverse(
+    index: TreeIndex,
+    params: HierarchicalParams,
+    rerank: NodeReranker,
+    query: str,
+    vector: npt.NDArray[np.float32],
+    top_k: int,
+    scope: npt.NDArray[np.bool_],
+) -> Traversal:
+    """The descent for one query over the nodes in ``scope`` (see the module docstring)."""
+    tree = index.tree
+    stats = TraversalStats(nodes_in_scope=int(np.count_nonzero(scope)))
+    scores = np.full(len(tree), np.nan, dtype=np.float64)
+    scored = np.zeros(len(tree), dtype=bool)
+    pool: dict[int, Found] = {}
+    limit = max(top_k, params.global_search_topk)
+    directory_levels = [level for level in params.global_search_levels if level < 2]
+
+    def reranked(nodes: list[int]) -> tuple[list[float], str | None]:
+        if rerank.active and nodes:
+            stats.rerank_calls += 1
+        values, reason = rerank(query, nodes, scores[nodes].tolist())
+        stats.rerank_fallbacks += reason is not None
+        return values, reason
+
+    # 1. Global search.
+    start_nodes: list[int] = []
+    if directory_levels:
+        record_scores = index.record_index.scores(vector)
+        directories = np.flatnonzero(scope & ~tree.is_leaf)
+        index.fill_directory_scores(record_scores, directories, scores)
+        scored[directories] = True
+        mask = scope[tree.record_nodes] & np.isin(tree.record_levels, directory_levels)
+        if mask.any():
+            _, records = top_k_1d(record_scores, limit, mask=mask)
+            for record in records.tolist():
+                node = int(tree.record_nodes[record])
+                if node not in start_nodes:
+                    start_nodes.append(node)
+    leaf_hits: list[int] = []
+    if 2 in params.global_search_levels:
+        leaves = np.flatnonzero(scope & tree.is_leaf)
+        scored[leaves] = True
+        if leaves.size:
+            rows = index.leaf_rows[leaves]
+            mask_rows = None
+            if rows.size != len(index.store):
+                mask_rows = np.zeros(len(index.store), dtype=bool)
+                mask_rows[rows] = True
+            hit_scores, hit_rows = index.store.vectors.search(vector[None, :], limit, mask=mask_rows)[0]
+            for score, row in zip(hit_scores.tolist(), hit_rows.tolist(), strict=True):
+                node = int(index.node_of_row[row])
+                scores[node] = score
+                leaf_hits.append(node)
+    stats.global_hits = len(start_nodes) + len(leaf_hits)
+
+    # 2. Starting points and leaf hits. Start points are directories: they reach results only
+    # through their children, so their rerank outcome is counted in the stats only.
+    start_scores, _ = reranked(start_nodes)
+    heap: list[_Queued] = []
+    sequence = 0
+    for node, score in zip(start_nodes, start_scores, strict=True):
+        heapq.heappush(heap, _Queued(-score, node, sequence, score, ()))
+        sequence += 1
+    for root in tree.roots.tolist():
+        if scope[root] and root not in start_nodes:
+            heapq.heappush(heap, _Queued(-0.0, root, sequence, None, ()))
+            sequence += 1
+    top = _TopLeaves(top_k)
+    hit_scores_final, hit_fallback = reranked(leaf_hits)
+    for node, score in zip(leaf_hits, hit_scores_final, strict=True):
+        if _passes(params, score):
+            top.offer(node, score, new=True)
+            pool[node] = _found(score, float(scores[node]), (), "global_search", score, hit_fallback, rerank)
+
+    # 3-5. Best-first traversal with convergence.
+    alpha = float(params.alpha)
+    child_limit = max(2 * top_k, 20) if params.child_limit is None else params.child_limit
+    visited = np.zeros(len(tree), dtype=bool)
+    max_rounds = params.max_convergence_rounds
+    previous_top: frozenset[int] | None = None
+    previous_size = len(pool)
+    unchanged = 0
+    stagnant = 0
+    while heap:
+        item = heapq.heappop(heap)
+        if visited[item.node]:
+            continue
+        visited[item.node] = True
+        stats.directories_popped += 1
+        children = tree.children(item.node)
+        children = children[scope[children]]
+        if children.size:
+            index.score_missing(vector, children, scores)
+            scored[children] = True
+            raw = scores[children]
+            order = np.lexsort((children, -raw))[:child_limit]
+            kids = children[order].tolist()
+            kid_scores, kid_fallback = reranked(kids)
+            path = (*item.path, tree.uris[item.node])
+            for node, child_score in zip(kids, kid_scores, strict=True):
+                # "No parent score" is a root, tested as such; a real 0.0 still propagates.
+                final = (
+                    child_score if item.score is None else alpha * child_score + (1.0 - alpha) * item.score
+                )
+                if not _passes(params, final):
+                    continue
+                known = pool.get(node)
+                if known is None or final > known.score:
+                    if tree.is_leaf[node]:
+                        top.offer(node, final, new=known is None)
+                    pool[node] = _found(
+                        final, float(scores[node]), path, "traversal", child_score, kid_fallback, rerank
+                    )
+                if not tree.is_leaf[node] and not visited[node]:
+                    heapq.heappush(heap, _Queued(-final, node, sequence, final, path))
+                    sequence += 1
+        stats.rounds += 1
+        if max_rounds is None:
+            continue
+        members = frozenset(top.members)
+        unchanged = unchanged + 1 if members == previous_top and top.n_leaves >= top_k else 0
+        stagnant = stagnant + 1 if len(pool) <= previous_size else 0
+        previous_top, previous_size = members, len(pool)
+        if unchanged >= max_rounds:
+            stats.stop_reason = "converged"
+            break
+        if params.stagnation_exit and stagnant >= max_rounds:
+            stats.stop_reason = "stagnated"
+            break
+    stats.nodes_scored = int(np.count_nonzero(scored))
+    stats.pool_size = len(pool)
+    return Traversal(pool=pool, stats=stats)
