@@ -15,8 +15,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from retrievers.types import RetrievalResult
-from viking_eval.runner import provenance_stats, run_experiment
 from viking_eval.config import ConfigError, load_settings
+from viking_eval.runner import provenance_stats, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = ["store=kmeans_tree", "store.hierarchy.max_leaf_size=8", "store.hierarchy.branching_factor=4"]
