@@ -59,8 +59,8 @@ TABLE = {
 }
 
 
-@pytest.fixture
-def small() -> tuple[ContextStore, TableEmbedder]:
+def small_store() -> tuple[ContextStore, TableEmbedder]:
+    """The tree drawn above, over four documents (also used by test_hierarchical_rerank)."""
     embedder = TableEmbedder(TABLE)
     docs = [Document(id=name, text=f"doc {name}") for name in ("a1", "a2", "b1", "b2")]
     store = ContextStore.build(docs, embedder, StoreConfig())
@@ -72,6 +72,11 @@ def small() -> tuple[ContextStore, TableEmbedder]:
     ]
     store.tree = embed_directories(nodes, embedder, store.embeddings, store.row_of)
     return store, embedder
+
+
+@pytest.fixture
+def small() -> tuple[ContextStore, TableEmbedder]:
+    return small_store()
 
 
 def scored(results: Sequence[object]) -> list[tuple[str, float]]:

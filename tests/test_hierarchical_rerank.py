@@ -9,9 +9,9 @@ import threading
 from collections.abc import Sequence
 
 import pytest
-from test_hierarchical import TABLE, R, TableEmbedder, scored  # tests/ is on sys.path (no package)
+from test_hierarchical import R, TableEmbedder, scored, small_store  # tests/ is on sys.path (no package)
 
-from retrievers import ContextNode, ContextStore, Document, StoreConfig
+from retrievers import ContextNode, ContextStore
 from retrievers.build.hierarchy import embed_directories
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.types import RetrievalResult
@@ -64,17 +64,7 @@ class Slow:
 
 @pytest.fixture
 def small() -> tuple[ContextStore, TableEmbedder]:
-    embedder = TableEmbedder(TABLE)
-    docs = [Document(id=name, text=f"doc {name}") for name in ("a1", "a2", "b1", "b2")]
-    store = ContextStore.build(docs, embedder, StoreConfig())
-    nodes = [
-        ContextNode(R, 0, None, abstract="root abstract"),
-        ContextNode(f"{R}/a", 0, R, abstract="about a"),
-        ContextNode(f"{R}/b", 0, R, abstract="about b"),
-        *(ContextNode(f"{R}/{d[0]}/{d}", 2, f"{R}/{d[0]}", doc_id=d) for d in ("a1", "a2", "b1", "b2")),
-    ]
-    store.tree = embed_directories(nodes, embedder, store.embeddings, store.row_of)
-    return store, embedder
+    return small_store()
 
 
 COMMON = {"global_search_topk": 3, "max_convergence_rounds": None}
