@@ -5,7 +5,7 @@ or viking_eval (a test enforces it), and sentence-transformers/torch load only w
 """
 
 from retrievers.baselines import BM25Retriever, DenseRetriever
-from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
+from retrievers.embedders import OpenAIEmbedder, SentenceTransformerEmbedder, StaticEmbedder, TfidfEmbedder
 from retrievers.filters import MetadataFilter
 from retrievers.graph import GraphRetriever
 from retrievers.hierarchical import (
@@ -19,7 +19,7 @@ from retrievers.hierarchical import (
 from retrievers.hybrid import HybridRetriever
 from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.multi_strategy import MultiStrategyRetriever, QueryAnalyzer
-from retrievers.rerank import CrossEncoderReranker, EmbeddingReranker, LLMReranker
+from retrievers.rerank import CrossEncoderReranker, EmbeddingReranker, HTTPReranker, LLMReranker
 from retrievers.store import (
     BM25Config,
     ChunkingConfig,
@@ -63,6 +63,7 @@ __all__ = [
     "ExactVectorIndex",
     "FindResult",
     "GraphRetriever",
+    "HTTPReranker",
     "HierarchicalRetriever",
     "HierarchyConfig",
     "HybridRetriever",
@@ -70,6 +71,7 @@ __all__ = [
     "LLMReranker",
     "MetadataFilter",
     "MultiStrategyRetriever",
+    "OpenAIEmbedder",
     "QueryAnalyzer",
     "Reranker",
     "RetrievalResult",
@@ -77,6 +79,7 @@ __all__ = [
     "RuleBasedAnalyzer",
     "SentenceTransformerEmbedder",
     "Session",
+    "StaticEmbedder",
     "StoreConfig",
     "TfidfEmbedder",
     "TimestampConfig",
