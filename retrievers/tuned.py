@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 from retrievers.baselines import BM25Retriever, DenseRetriever
-from retrievers.embedders import SentenceTransformerEmbedder, TfidfEmbedder
+from retrievers.embedders import SentenceTransformerEmbedder, StaticEmbedder, TfidfEmbedder
 from retrievers.graph import GraphRetriever
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.hybrid import HybridRetriever
@@ -82,12 +82,17 @@ EMBEDDERS: dict[str, tuple[type, frozenset[str]]] = {
                 "normalize",
                 "query_prefix",
                 "document_prefix",
+                "query_prompt_name",
+                "document_prompt_name",
                 "revision",
             }
         ),
     ),
+    "StaticEmbedder": (StaticEmbedder, frozenset({"model_name", "max_length"})),
     "TfidfEmbedder": (TfidfEmbedder, frozenset({"dim", "seed", "min_df", "max_features"})),
 }
+# Not registered on purpose: OpenAIEmbedder and HTTPReranker carry an endpoint and read a key from
+# the environment; they come only from the caller (embedder=, reranker=).
 #: rerankers a tuned file may name, with their settings; an LLM reranker (an endpoint and a key)
 #: can only be passed by the caller as ``reranker=``
 RERANKERS: dict[str, tuple[Callable[..., Any], frozenset[str]]] = {
