@@ -311,14 +311,16 @@ def test_resumed_study_runs_only_the_missing_trials(data_env: Path, tmp_path: Pa
 
 
 def test_failed_trials_are_marked_and_the_study_completes(data_env: Path, tmp_path: Path) -> None:
-    # b = 2.0 is rejected when the job starts (sys.exit(2)); the grid runs both points
+    # split 'nosplit' has no qrels: the job stops with a data error (sys.exit(2)); the grid runs both
+    # points. (A value the config refuses, such as b = 2.0, never gets this far: the CLI's pre-flight
+    # checks every choice of the search space before the study starts.)
     sweep_dir = tmp_path / "exit"
     done = _multirun(
         sweep_dir,
         "hydra/sweeper=viking_optuna",
         "hydra.sweeper.objective=bm25.nDCG@10",
         "hydra.sweeper.sampler=grid",
-        "store.bm25.b=choice(2.0,0.4)",
+        "dataset.split=choice(nosplit,test)",
         "store.bm25.k1=0.9",
         "sweep.evaluate_best=false",
     )
@@ -326,14 +328,14 @@ def test_failed_trials_are_marked_and_the_study_completes(data_env: Path, tmp_pa
     results = _results(sweep_dir)
     assert results["trials"] == {"total": 2, "complete": 1, "fail": 1}
     failed = next(
-        job for job in _job_dirs(sweep_dir) if _job_overrides(sweep_dir / job)["store.bm25.b"] == "2.0"
+        job for job in _job_dirs(sweep_dir) if _job_overrides(sweep_dir / job)["dataset.split"] == "nosplit"
     )
     passed = next(job for job in _job_dirs(sweep_dir) if job != failed)
     assert not (sweep_dir / failed / "metrics.json").exists()
     assert results["best_trial"] == int(passed)
     assert results["best_value"] == _bm25(sweep_dir / passed)["metrics"]["nDCG@10"]
     log = done.stderr + done.stdout
-    assert f"trial {failed} failed (overrides [" in log and "'store.bm25.b=2.0'" in log
+    assert f"trial {failed} failed (overrides [" in log and "'dataset.split=nosplit'" in log
     assert "JobExitError: the job exited with status 2" in log
 
     # a job that finishes without the objective (no latency measured) fails too; nothing is best
@@ -393,7 +395,7 @@ def test_nsga2_writes_the_pareto_front_of_quality_and_latency(data_env: Path, tm
 
 
 def test_optuna_batches_through_the_joblib_launcher(data_env: Path, tmp_path: Path) -> None:
-    # four grid points, two trials per batch in two worker processes; b = 2.0 exits in a worker
+    # four grid points, two trials per batch in two worker processes; split nosplit exits in a worker
     done = _multirun(
         tmp_path,
         "hydra/sweeper=viking_optuna",
@@ -403,7 +405,7 @@ def test_optuna_batches_through_the_joblib_launcher(data_env: Path, tmp_path: Pa
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
         "store.bm25.k1=0.9,1.2",
-        "store.bm25.b=choice(0.4,2.0)",
+        "dataset.split=choice(test,nosplit)",
         "sweep.evaluate_best=false",
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -411,12 +413,12 @@ def test_optuna_batches_through_the_joblib_launcher(data_env: Path, tmp_path: Pa
     results = _results(tmp_path)
     assert results["trials"] == {"total": 4, "complete": 2, "fail": 2}
     grid = {
-        (_job_overrides(tmp_path / job)["store.bm25.k1"], _job_overrides(tmp_path / job)["store.bm25.b"])
+        (_job_overrides(tmp_path / job)["store.bm25.k1"], _job_overrides(tmp_path / job)["dataset.split"])
         for job in _job_dirs(tmp_path)
     }
-    assert grid == {("0.9", "0.4"), ("0.9", "2.0"), ("1.2", "0.4"), ("1.2", "2.0")}
+    assert grid == {("0.9", "test"), ("0.9", "nosplit"), ("1.2", "test"), ("1.2", "nosplit")}
     finished = {job for job in _job_dirs(tmp_path) if (tmp_path / job / "metrics.json").is_file()}
-    assert {_job_overrides(tmp_path / job)["store.bm25.b"] for job in finished} == {"0.4"}
+    assert {_job_overrides(tmp_path / job)["dataset.split"] for job in finished} == {"test"}
     # each trial was told the value of its own folder
     best = max(finished, key=lambda job: _bm25(tmp_path / job)["metrics"]["nDCG@10"])
     assert results["best_trial"] == int(best)
@@ -449,3 +451,20 @@ def test_four_point_sweep_through_a_parallel_launcher(
     ]
     bm25 = [row["nDCG@10"] for row in rows if row["retriever"] == "bm25"]
     assert len(set(bm25)) > 1  # each job ran its own k1
+
+
+def test_a_choice_the_config_refuses_stops_the_study_before_any_trial(data_env: Path, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "study"
+    done = _multirun(
+        sweep_dir,
+        "hydra/sweeper=viking_optuna",
+        "hydra.sweeper.objective=bm25.nDCG@10",
+        "hydra.sweeper.sampler=grid",
+        "store.bm25.b=choice(0.4,2.0)",
+        "sweep.evaluate_best=false",
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: store.bm25.b: must be a number in [0, 1], got 2.0 (choice store.bm25.b=2.0 of the search space)"
+    )
+    assert not sweep_dir.exists()
