@@ -32,7 +32,7 @@ class BM25Retriever(Retriever):
     def uses_embedder(self) -> bool:
         return False
 
-    def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
+    def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         return [
             Candidates.of(scores, rows)
             for scores, rows in self.store.bm25.search(list(queries), depth, mask=self.mask)
@@ -55,7 +55,7 @@ class DenseRetriever(Retriever):
     Params = DenseParams
     exact_depth = True
 
-    def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
+    def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         assert vectors is not None
         return [
             Candidates.of(scores, rows)

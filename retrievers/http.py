@@ -178,7 +178,7 @@ class JsonEndpoint:
         self.url = check_base_url(url, "url")
         self.api_key_env = check_env_name(api_key_env)
         self.timeout_s = check_timeout(timeout_s, timeout_name)
-        self.max_retries = int(check_int("max_retries", max_retries, 0, MAX_RETRIES) or 0)
+        self.max_retries = check_int("max_retries", max_retries, 0, MAX_RETRIES)
         self.backoff_s = check_number("backoff_s", backoff_s, 0.0, 600.0)
         self.max_backoff_s = check_number("max_backoff_s", max_backoff_s, 0.0, 3600.0)
         self.sleep = sleep

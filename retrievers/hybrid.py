@@ -171,7 +171,7 @@ class HybridRetriever(Retriever):
         }
         return Candidates(rows, scores, provenance, stats)
 
-    def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
+    def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         """Both legs fetch ``depth * overfetch_multiplier`` rows; the fused pool is the candidates."""
         fetch = depth * self.params.overfetch_multiplier
         vector, keyword = self._search_legs(list(queries), vectors, fetch)

@@ -1,14 +1,14 @@
 """The retrieval kernel: what every retriever family shares, written once.
 
 A family (BM25, dense, hybrid, graph, hierarchical, multi-strategy) only says how it finds and
-scores candidates for a block of queries (:meth:`Retriever.search`); the kernel does the rest,
+scores candidates for a block of queries (:meth:`Retriever.candidates`); the kernel does the rest,
 the same way for all of them::
 
     retrieve_batch(queries, top_k)
       -> check top_k and queries                              (one message for each mistake)
       -> blocks of params.query_batch_size queries
          -> encode the block once (when the family uses vectors; embedder checked at construction)
-         -> family.search(queries, vectors, depth)        -> Candidates: store rows + scores
+         -> family.candidates(queries, vectors, depth)    -> Candidates: store rows + scores
          -> parent resolution (chunked stores: a document scores its best chunk; families whose
             search is an exact top-k list are searched deeper until the top-k documents are settled)
          -> ranking order (score desc, doc id asc), cut to the rerank pool
@@ -117,6 +117,8 @@ class Candidates:
     scores: FloatArray
     provenance: Callable[[int], Mapping[str, Any]] | None = None
     stats: Mapping[str, Any] | None = None
+    #: ``uri(i)``: candidate ``i``'s context URI (hierarchical leaves), for :attr:`RetrievalResult.uri`
+    uri: Callable[[int], str] | None = None
 
     @classmethod
     def empty(cls, stats: Mapping[str, Any] | None = None) -> Candidates:
@@ -130,7 +132,7 @@ class Candidates:
 class Retriever:
     """Base of the retriever families: the kernel (see the module docstring).
 
-    Subclasses set ``Params`` (a :class:`RetrieverParams` subclass), implement :meth:`search`,
+    Subclasses set ``Params`` (a :class:`RetrieverParams` subclass), implement :meth:`candidates`,
     and may override :meth:`setup` (checks and structures built at construction),
     :meth:`uses_embedder`, :meth:`final_filter`. Class flags: ``exact_depth`` (the family's
     search returns an exact top-``depth`` list, so a chunked store is searched deeper until the
@@ -183,7 +185,7 @@ class Retriever:
         """Whether queries are encoded (then the embedder must be the store's)."""
         return True
 
-    def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
+    def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         """Candidates for each query of a block; ``depth`` is how many the kernel will use."""
         raise NotImplementedError
 
@@ -249,7 +251,7 @@ class Retriever:
 
             def deeper(picked: Sequence[int], k: int) -> list[tuple[FloatArray, IntArray]]:
                 subset = None if vectors is None else vectors[list(picked)]
-                hits = self.search([queries[i] for i in picked], subset, k)
+                hits = self.candidates([queries[i] for i in picked], subset, k)
                 for i, candidates in zip(picked, hits, strict=True):
                     found[i] = candidates
                 return [(candidates.scores, candidates.rows) for candidates in hits]
@@ -261,7 +263,7 @@ class Retriever:
             ]
         return [
             self._finish(query, candidates, top_k)
-            for query, candidates in zip(queries, self.search(queries, vectors, pool), strict=True)
+            for query, candidates in zip(queries, self.candidates(queries, vectors, pool), strict=True)
         ]
 
     def _finish(
@@ -318,6 +320,7 @@ class Retriever:
             at = position.get(int(source[i]))
             if candidates.provenance is not None and at is not None:
                 provenance.update(candidates.provenance(at))
+            uri = candidates.uri(at) if candidates.uri is not None and at is not None else ""
             if store.chunked:
                 provenance["chunk_id"] = store.doc_ids[int(source[i])]
             if reranked:
@@ -325,5 +328,7 @@ class Retriever:
                 provenance["rerank_fallback"] = fallback
             if stats is not None:
                 provenance["stats"] = stats
-            results.append(RetrievalResult(doc_id=doc_ids[i], score=float(final[i]), provenance=provenance))
+            results.append(
+                RetrievalResult(doc_id=doc_ids[i], score=float(final[i]), uri=uri, provenance=provenance)
+            )
         return results

@@ -28,7 +28,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeGuard, TypeVar, Union
+from typing import Any, ClassVar, Literal, TypeGuard, TypeVar, Union, overload
 
 import numpy as np
 
@@ -84,6 +84,23 @@ def _inside(value: float, low: float | None, high: float | None, low_open: bool,
     if low is not None and (value <= low if low_open else value < low):
         return False
     return not (high is not None and (value >= high if high_open else value > high))
+
+
+@overload
+def check_int(
+    name: str,
+    value: object,
+    low: int | None = None,
+    high: int | None = None,
+    *,
+    nullable: Literal[False] = False,
+) -> int: ...
+
+
+@overload
+def check_int(
+    name: str, value: object, low: int | None = None, high: int | None = None, *, nullable: bool
+) -> int | None: ...
 
 
 def check_int(

@@ -328,8 +328,8 @@ def test_bad_parameters_and_inputs(small) -> None:  # type: ignore[no-untyped-de
     with pytest.raises(ValueError, match="query must be a non-empty string"):
         retriever.search(" ")
     with pytest.raises(ValueError, match="query must be a non-empty string"):
-        retriever.search(["q"])  # type: ignore[call-overload]  # a list is the kernel's call, with depth
-    (candidates,) = retriever.search(["q"], embedder.encode(["q"], kind="query"), 2)
+        retriever.search(["q"])  # type: ignore[arg-type]
+    (candidates,) = retriever.candidates(["q"], embedder.encode(["q"], kind="query"), 2)
     assert sorted(store.doc_ids[row] for row in candidates.rows) == ["a1", "a2", "b1", "b2"]
     plain = ContextStore.build([Document(id="a1", text="doc a1")], embedder, StoreConfig())
     with pytest.raises(ValueError, match="the store has no context tree"):

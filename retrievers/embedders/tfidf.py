@@ -55,9 +55,9 @@ class TfidfEmbedder:
         min_df: int = 1,
         max_features: int | None = 100_000,
     ) -> None:
-        dim = int(check_int("dim", dim, 1) or 0)
-        seed = int(check_int("seed", seed, 0, 2**32 - 1) or 0)
-        min_df = int(check_int("min_df", min_df, 1) or 0)
+        dim = check_int("dim", dim, 1)
+        seed = check_int("seed", seed, 0, 2**32 - 1)
+        min_df = check_int("min_df", min_df, 1)
         max_features = check_int("max_features", max_features, 1, nullable=True)
         self.requested_dim = dim
         self.seed = seed

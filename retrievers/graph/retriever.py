@@ -100,7 +100,7 @@ class GraphRetriever(Retriever):
         if edges is not None and edges.n_edges > 0:
             self.walker = Walker(edges, self.params, self.mask, self.store.doc_ids)
 
-    def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
+    def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         assert vectors is not None
         params = self.params
         vector_hits = self.store.vectors.search(vectors, params.seed_top_k, mask=self.mask)

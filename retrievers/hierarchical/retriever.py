@@ -21,9 +21,8 @@ None) and ``rerank_score``; and the query's traversal ``stats``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,7 +42,6 @@ from retrievers.hierarchical.traversal import Found, Traversal, traverse
 from retrievers.kernel import Candidates, Retriever, check_query
 from retrievers.ranking import check_top_k
 from retrievers.store.tree import ContextTree
-from retrievers.types import RetrievalResult
 
 __all__ = ["HierarchicalRetriever"]
 
@@ -104,37 +102,29 @@ class HierarchicalRetriever(Retriever):
 
     # -- retrieve, through the kernel --------------------------------------------------------------
 
-    def _search_block(
-        self, queries: Sequence[str], vectors: np.ndarray | None, depth: int
-    ) -> list[Candidates]:
+    def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         """The kernel's hook: each query's traversal with top_k = ``depth``; its pool's leaves
         as store rows."""
         assert vectors is not None
         return [
-            self._candidates(self._traverse(query, vector, depth, None))
+            self._from_traversal(self._traverse(query, vector, depth, None))
             for query, vector in zip(queries, vectors, strict=True)
         ]
 
-    def _candidates(self, traversal: Traversal) -> Candidates:
+    def _from_traversal(self, traversal: Traversal) -> Candidates:
         nodes = np.fromiter(traversal.pool.keys(), dtype=np.int64, count=len(traversal.pool))
         leaves = nodes[self.tree.is_leaf[nodes]].tolist()
         found = [traversal.pool[node] for node in leaves]
         rows = self.index.leaf_rows[leaves]
         scores = np.fromiter((entry.score for entry in found), dtype=np.float64, count=len(found))
-        return Candidates(rows, scores, lambda i: self._provenance(found[i]), traversal.stats.as_dict())
-
-    def retrieve_batch(self, queries: Sequence[str], top_k: int = 10) -> list[list[RetrievalResult]]:
-        """The kernel's results with each one's ``uri``: the leaf it scored with."""
-        # The kernel builds results without a URI; this fills it in (a kernel hook would not need
-        # a second pass: Candidates carrying URIs).
-        return [
-            [self._with_uri(result) for result in results]
-            for results in super().retrieve_batch(queries, top_k)
-        ]
-
-    def _with_uri(self, result: RetrievalResult) -> RetrievalResult:
-        row = self.store.row_of[result.provenance.get("chunk_id", result.doc_id)]
-        return dataclasses.replace(result, uri=self.tree.uris[int(self.index.node_of_row[row])])
+        uris = self.tree.uris
+        return Candidates(
+            rows,
+            scores,
+            lambda i: self._provenance(found[i]),
+            traversal.stats.as_dict(),
+            uri=lambda i: uris[leaves[i]],
+        )
 
     # -- find / search (OpenViking's API) -----------------------------------------------------------
 
@@ -195,10 +185,6 @@ class HierarchicalRetriever(Retriever):
         plan = QueryPlan(queries=(TypedQuery(" ".join(query.split()), context_type, priority=1),))
         return self._run_plan(plan, top_k, None, directories)
 
-    @overload
-    def search(self, query: Sequence[str], session: np.ndarray | None, depth: int) -> list[Candidates]: ...
-
-    @overload
     def search(
         self,
         query: str,
@@ -208,28 +194,11 @@ class HierarchicalRetriever(Retriever):
         top_k: int = 10,
         limit_per_bucket: int | None = None,
         directories: bool = False,
-    ) -> FindResult: ...
-
-    def search(
-        self,
-        query: Any,
-        session: Any = None,
-        depth: int | None = None,
-        *,
-        analyzer: IntentAnalyzer | None = None,
-        top_k: int = 10,
-        limit_per_bucket: int | None = None,
-        directories: bool = False,
-    ) -> Any:
+    ) -> FindResult:
         """OpenViking's ``search(query, session)``: intent analysis (``analyzer``, default
         passthrough) turns the query and session into 0-5 typed queries; each is retrieved and the
         results are merged (dedup by URI, priority-weighted score, at most ``limit_per_bucket``
-        (default top_k) per bucket).
-
-        The same name is the kernel's family hook ``search(queries, vectors, depth)``, called with
-        a list of queries; a string query is OpenViking's call."""
-        if not isinstance(query, str) and depth is not None:
-            return self._search_block(query, session, depth)
+        (default top_k) per bucket)."""
         check_query(query)
         plan = (analyzer or PassthroughAnalyzer()).analyze(query, session)
         return self._run_plan(plan, top_k, limit_per_bucket, directories)

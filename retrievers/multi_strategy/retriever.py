@@ -158,7 +158,7 @@ class MultiStrategyRetriever(Retriever):
 
     # -- step 3: running -----------------------------------------------------------------------
 
-    def search(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
+    def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         failure: str | None = getattr(self._encoding, "failure", None) if vectors is None else None
         analyses = [self.analyzer.analyze(query) for query in queries]
         plans = [self.plan(analysis) for analysis in analyses]
