@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
-from retrievers.baselines import BM25Retriever
+from retrievers.baselines import BM25Params, BM25Retriever
 from retrievers.types import RetrievalResult
 from viking_eval import runner
 from viking_eval.runner import run_experiment
@@ -53,8 +53,8 @@ def _write_dataset(folder: Path) -> Path:
 
 
 @dataclass(frozen=True)
-class SpyParams:
-    pass
+class SpyParams(BM25Params):
+    """No parameters beyond the kernel's, as BM25."""
 
 
 SEEN: list[Any] = []

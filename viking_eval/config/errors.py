@@ -55,6 +55,8 @@ def from_library_error(where: str, error: Exception, cls: type | None = None) ->
         root = where.split(".", 1)[0]
         key = error.key if error.key == root or error.key.startswith(f"{root}.") else _join(where, error.key)
         detail = message[len(error.key) :].lstrip(" :") if message.startswith(error.key) else message
+        if where and message.startswith(f"{where}."):  # a section's own prefix: say it once
+            message = message[len(where) + 1 :]
         return ConfigError(where, message, key=key, detail=detail)
     if cls is not None and is_params_class(cls):
         head = message.split(" ", 1)[0].rstrip(":")
