@@ -137,7 +137,8 @@ class Retriever:
     :meth:`uses_embedder`, :meth:`final_filter`. Class flags: ``exact_depth`` (the family's
     search returns an exact top-``depth`` list, so a chunked store is searched deeper until the
     top-k documents are settled), ``reranks_itself`` (the family consumes ``reranker`` inside
-    its own algorithm, so the kernel's rerank hook is off). ``ALGORITHM_VERSION`` changes
+    its own algorithm, so the kernel's rerank hook is off), ``store_requires`` (store parts it
+    cannot work without, e.g. ``("hierarchy",)``). ``ALGORITHM_VERSION`` changes
     whenever the same parameters would rank differently; results are reused only when it matches.
     """
 
@@ -145,6 +146,9 @@ class Retriever:
     ALGORITHM_VERSION: ClassVar[int] = 1
     exact_depth: ClassVar[bool] = False
     reranks_itself: ClassVar[bool] = False
+    #: store parts (``StoreConfig`` fields) the family cannot work without, checked by harnesses
+    #: before a store is built
+    store_requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,

@@ -302,3 +302,10 @@ def test_hand_built_config_gets_the_same_checks() -> None:
     plain["run"]["top_k"] = "10.5"
     with pytest.raises(ConfigError, match=r"run.top_k: must be an integer in \[1, 10000\], got '10.5'"):
         load_settings(plain)
+
+
+def test_a_retriever_needing_a_tree_is_refused_before_the_store_is_built() -> None:
+    error = _error("experiment=smoke", "+retriever@retrievers.hier=hierarchical")
+    assert error.line().startswith("retrievers.hier: HierarchicalRetriever needs store.hierarchy")
+    assert "store=kmeans_tree" in error.line()
+    load_settings(_compose("experiment=smoke", "store=kmeans_tree", "+retriever@retrievers.hier=hierarchical"))

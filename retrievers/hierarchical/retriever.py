@@ -56,6 +56,7 @@ class HierarchicalRetriever(Retriever):
     # 2: a reranker's bad answer voids the whole call (the one policy), not only that item
     ALGORITHM_VERSION = 2
     reranks_itself = True
+    store_requires = ("hierarchy",)
 
     def setup(self) -> None:
         tree = self.store.tree

@@ -362,6 +362,25 @@ def _required(cls: type, name: str) -> bool:
     return found.default is dataclasses.MISSING and found.default_factory is dataclasses.MISSING
 
 
+#: store settings that build the part a retriever's ``store_requires`` names, and a config that does
+_STORE_PARTS = {"hierarchy": "store=kmeans_tree (or store=locomo_tree)", "edges": "store=cisi_citations"}
+
+
+def check_store_parts(spec: RetrieverSpec, store: StoreConfig) -> None:
+    """A retriever whose class names store parts it cannot work without (``store_requires``,
+    e.g. the hierarchical retriever's context tree) is refused before the store is built when the
+    store settings would not build them."""
+    for part in getattr(get_class(spec.target), "store_requires", ()):
+        if getattr(store, part, None) is None:
+            hint = _STORE_PARTS.get(part, f"set store.{part}")
+            raise ConfigError(
+                f"retrievers.{spec.name}",
+                f"{spec.target.rsplit('.', 1)[-1]} needs store.{part}, which this store does not build; "
+                f"choose a store that does, e.g. {hint}",
+                key=f"retrievers.{spec.name}",
+            )
+
+
 def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
     """Validate everything in ``cfg``; raise ConfigError on the first problem."""
     plain = _plain(cfg)
@@ -374,6 +393,8 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
             "'+retriever@retrievers.bm25=bm25'",
         )
     retrievers = [check_retriever(str(name), spec) for name, spec in top.retrievers.items()]
+    for spec in retrievers:
+        check_store_parts(spec, store)
     names = [spec.name for spec in retrievers]
     if top.run.baseline is not None and top.run.baseline not in names:
         raise ConfigError(
