@@ -93,7 +93,7 @@ def test_retriever_config_is_the_default_table() -> None:
         ("~retrievers.multi_strategy.weights.MIXED", r"weights has no row for intent\(s\) \['MIXED'\]"),
         ("retrievers.multi_strategy.rules.0.weight=-1", r"rules\[0\].weight must be a number in \(0, inf\]"),
         ("+retrievers.multi_strategy.decay=3", r"unknown key\(s\) \['decay'\]"),
-        ("store.timestamps.fields=[]", "store: store.timestamps.fields must not be empty"),
+        ("store.timestamps.fields=[]", "store: timestamps.fields must not be empty"),
         ("+store.timestamps.zone=UTC", r"unknown store.timestamps key\(s\) \['zone'\]"),
     ],
 )
