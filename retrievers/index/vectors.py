@@ -1,24 +1,39 @@
-"""Exact inner-product vector search (numpy), batch-invariant.
+"""Exact inner-product vector search (numpy), batch-invariant, at the memory-bandwidth floor.
 
-``ExactVectorIndex`` never builds a full ``n_queries x n_items`` score matrix: it walks the
-corpus in row chunks (each chunk of a memory-mapped matrix is read once) and keeps a running
-top-k per query. Queries go to BLAS in blocks of a fixed size (zero-padded), because OpenBLAS
-computes a row of ``Q @ V.T`` with different rounding depending on how many rows ``Q`` has (a
-one-row product goes to a GEMV kernel); a fixed block shape makes a batch of queries give
-bit-identical scores to the same queries searched one at a time. Results follow the ranking
-order (score desc, row asc; :mod:`retrievers.ranking`); masked-out items are left out.
+A query's result must not depend on the batch it came in (``retrieve_batch`` equals ``retrieve``
+bit for bit), yet BLAS rounds ``Q @ V.T`` differently for different numbers of queries (a
+one-query product goes to a GEMV kernel, a batch to GEMM, and threads split sums differently).
+So search runs in two stages:
+
+1. **Candidates from float32 BLAS scores**, whatever the batch shape: one GEMV per chunk of
+   rows for a single query (the matrix is streamed once: the physical floor), GEMM for a batch.
+   For a float32 dot product of dimension ``d`` the rounding error is at most
+   ``gamma_d * |q| * |v|`` with ``gamma_d = d u / (1 - d u)`` and ``u = 2^-24`` (Higham,
+   *Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. 3.5), for any summation order.
+   Every item whose float32 score is within twice that bound of the k-th best float32 score is a
+   candidate, so the candidates hold every item of the top k, however BLAS rounded.
+2. **Batch-invariant scores for the candidates**: each candidate row times the query, summed by
+   numpy's pairwise summation row by row: the value depends only on that row and the query, never
+   on the batch, and its error (``~log2(d) u``) is smaller than BLAS's. The band above covers
+   both errors, so the candidates hold the top k by these scores. The top k by (score desc, row
+   asc) are returned.
+
+The corpus is walked in chunks of rows (a memory-mapped matrix is read once per batch), never
+building an ``n_queries x n_items`` matrix. Results follow the ranking order (score desc, row
+asc; :mod:`retrievers.ranking`); masked-out items are left out.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.ranking import check_mask, check_positive_int, merge_top_k, top_k_rows
+from retrievers.ranking import check_mask, check_positive_int
 
-__all__ = ["QUERY_BLOCK", "ExactVectorIndex", "Hits"]
+__all__ = ["ExactVectorIndex", "Hits"]
 
 FloatArray = npt.NDArray[np.floating[Any]]
 Float32Array = npt.NDArray[np.float32]
@@ -26,14 +41,16 @@ IndexArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 Hits = list[tuple[Float32Array, IndexArray]]
 
-
-# --------------------------------------------------------------------------------------------
-
-#: Queries are multiplied against the corpus in blocks of exactly this many rows (the last block
-#: zero-padded), so that a query's scores do not depend on how many queries came with it.
-#: 16 measured best here (5,183 x 384, 2 cores): one query 0.66 ms (64: 1.75 ms, 1: 0.19 ms),
-#: 300 queries batched 37 ms (64: 37 ms, 1: 56 ms).
-QUERY_BLOCK = 16
+#: unit roundoff of float32
+_UNIT_ROUNDOFF = 2.0**-24
+#: queries multiplied against a chunk at once in a batch (GEMM width; no effect on results:
+#: wide blocks keep GEMM efficient, at 4 bytes x 256 x CHUNK_ROWS of scores in memory)
+_QUERY_BLOCK = 256
+#: rows per chunk of the corpus
+CHUNK_ROWS = 65536
+#: every _SAMPLE-th score of a row gives a cheap lower bound of its k-th best (see _collect)
+_SAMPLE = 8
+_MIN_SAMPLE = 16
 
 
 class ExactVectorIndex:
@@ -60,9 +77,14 @@ class ExactVectorIndex:
         # Check finiteness chunk by chunk: a full isfinite() of a 1M x 384 memmap would allocate
         # a 384 MB temporary.
         step = 65536
+        max_norm = 0.0
         for start in range(0, matrix.shape[0], step):
-            if not np.isfinite(matrix[start : start + step]).all():
+            block = matrix[start : start + step]
+            if not np.isfinite(block).all():
                 raise ValueError("vectors contain NaN or infinite values; every value must be finite")
+            if block.size:
+                max_norm = max(max_norm, float(np.sqrt(np.einsum("ij,ij->i", block, block).max())))
+        self._max_norm = max_norm * (1.0 + 1e-6)
         self._vectors: Float32Array = matrix
         self.size: int = int(matrix.shape[0])
         self.dim: int = int(matrix.shape[1])
@@ -87,14 +109,17 @@ class ExactVectorIndex:
             raise ValueError("queries contain NaN or infinite values; every value must be finite")
         return array
 
-    @staticmethod
-    def _blocks(queries: Float32Array) -> list[Float32Array]:
-        """Split ``queries`` into zero-padded blocks of exactly ``QUERY_BLOCK`` rows."""
-        n_queries = queries.shape[0]
-        n_blocks = -(-n_queries // QUERY_BLOCK)
-        padded = np.zeros((n_blocks * QUERY_BLOCK, queries.shape[1]), dtype=np.float32)
-        padded[:n_queries] = queries
-        return [padded[i * QUERY_BLOCK : (i + 1) * QUERY_BLOCK] for i in range(n_blocks)]
+    def _bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
+        """Per query: twice the float32 rounding bound of its scores, plus a hair for the float64
+        sums (see the module docstring)."""
+        def gamma(n: float) -> float:
+            return n * _UNIT_ROUNDOFF / (1.0 - n * _UNIT_ROUNDOFF)
+
+        # BLAS: any summation order over dim terms (+2 for fused multiply-adds); the rescoring:
+        # numpy's pairwise summation, whose error grows with log2(dim) (Higham, section 4.2)
+        bound = gamma(self.dim + 2) + gamma(math.ceil(math.log2(max(self.dim, 2))) + 2)
+        norms = np.linalg.norm(queries.astype(np.float64), axis=1)
+        return 2.0 * bound * norms * self._max_norm * (1.0 + 1e-6)
 
     def search(
         self,
@@ -102,20 +127,16 @@ class ExactVectorIndex:
         k: int,
         *,
         mask: npt.ArrayLike | None = None,
-        chunk_size: int = 65536,
+        chunk_size: int = CHUNK_ROWS,
     ) -> Hits:
         """Top ``k`` items by inner product for each query, by score desc then row index asc.
 
         ``queries`` is ``(n_queries, dim)`` or a single ``(dim,)`` vector (then one result).
         ``mask`` (bool, ``n_items``) restricts the result to items marked True.
         Returns one ``(scores float32, indices int64)`` pair per query, each of length
-        ``min(k, allowed items)``.
-
-        The corpus is read in chunks of ``chunk_size`` rows (1..any); for each chunk, each block of
-        ``QUERY_BLOCK`` queries gets a ``(QUERY_BLOCK, chunk)`` score matrix, its row-wise top-k
-        (:func:`top_k_rows`) and a merge into the running top-k of those queries. Memory is
-        ``O(QUERY_BLOCK * chunk_size + n_queries * k)``, never ``n_queries * n_items``.
-        A batch returns exactly what the same queries return one at a time (same chunk_size).
+        ``min(k, allowed items)``; a batch returns exactly what the same queries return one at a
+        time (see the module docstring). Memory is
+        ``O(64 * chunk_size + n_queries * k)``.
         """
         k = check_positive_int(k, "k")
         chunk_size = check_positive_int(chunk_size, "chunk_size")
@@ -124,60 +145,123 @@ class ExactVectorIndex:
         n_queries = query_matrix.shape[0]
         n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
         length = min(k, n_allowed)
+        if length == 0:
+            empty = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
+            return [empty for _ in range(n_queries)]
+        bands = self._bands(query_matrix)
+        found_rows: list[list[IndexArray]] = [[] for _ in range(n_queries)]
+        found_scores: list[list[Float32Array]] = [[] for _ in range(n_queries)]
+        for start in range(0, self.size, chunk_size):
+            stop = min(start + chunk_size, self.size)
+            excluded: BoolArray | None = None
+            if allowed is not None:
+                chunk_allowed = allowed[start:stop]
+                if not chunk_allowed.any():
+                    continue
+                if not chunk_allowed.all():
+                    excluded = ~chunk_allowed
+            chunk = self._vectors[start:stop]
+            for first in range(0, n_queries, _QUERY_BLOCK):
+                block = query_matrix[first : first + _QUERY_BLOCK]
+                if block.shape[0] == 1:
+                    scores = (chunk @ block[0])[None, :]  # GEMV: the matrix streamed once
+                else:
+                    scores = block @ chunk.T  # GEMM, one row per query
+                if excluded is not None:
+                    scores[:, excluded] = -np.inf
+                self._collect(scores, start, first, length, bands, found_rows, found_scores)
+        return self._rescore(query_matrix, found_rows, found_scores, length, bands)
 
-        blocks = self._blocks(query_matrix)
-        best: list[tuple[FloatArray, IndexArray]] = []
-        for i in range(len(blocks)):
-            rows = min(QUERY_BLOCK, n_queries - i * QUERY_BLOCK)
-            best.append((np.empty((rows, 0), dtype=np.float32), np.empty((rows, 0), dtype=np.int64)))
+    @staticmethod
+    def _collect(
+        scores: Float32Array,
+        start: int,
+        first: int,
+        length: int,
+        bands: npt.NDArray[np.float64],
+        found_rows: list[list[IndexArray]],
+        found_scores: list[list[Float32Array]],
+    ) -> None:
+        """Keep, for each query of a block, the chunk's items that may be in its top ``length``.
 
-        if length > 0:
-            for start in range(0, self.size, chunk_size):
-                stop = min(start + chunk_size, self.size)
-                excluded: BoolArray | None = None
-                if allowed is not None:
-                    chunk_allowed = allowed[start:stop]
-                    if not chunk_allowed.any():
-                        continue
-                    if not chunk_allowed.all():
-                        excluded = ~chunk_allowed
-                chunk = self._vectors[start:stop]
-                for i, block in enumerate(blocks):
-                    best_scores, best_index = best[i]
-                    rows = best_scores.shape[0]
-                    # chunk @ block.T (not block @ chunk.T): OpenBLAS runs this shape about twice
-                    # as fast; transposed back to one row per query for top_k_rows.
-                    scores = np.ascontiguousarray((chunk @ block.T)[:, :rows].T)
-                    if excluded is not None:
-                        scores[:, excluded] = -np.inf
-                    chunk_scores, chunk_index = top_k_rows(scores, length)
-                    best[i] = merge_top_k(best_scores, best_index, chunk_scores, chunk_index + start, length)
+        Any item below (a lower bound of the chunk's k-th best score) minus the band cannot be.
+        The k-th best of every ``_SAMPLE``-th item is such a bound (a subset's k-th best is never
+        above the whole's) and costs a partition of an eighth of the row; the items above it
+        (about ``_SAMPLE * length``) are then cut at their own k-th best."""
+        n_items = scores.shape[1]
+        sample = scores[:, ::_SAMPLE] if n_items >= _SAMPLE * max(length, _MIN_SAMPLE) else scores
+        width = sample.shape[1]
+        if width > length:
+            bound = np.partition(sample, width - length, axis=1)[:, width - length]
+        else:
+            bound = sample.min(axis=1)
+        block_bands = bands[first : first + scores.shape[0]]
+        cut = (bound - block_bands).astype(np.float32)
+        for offset in range(scores.shape[0]):
+            row = scores[offset]
+            cols = np.flatnonzero(row >= cut[offset])  # row by row: np.nonzero of 2-D is 10x slower
+            values = row[cols]
+            if cols.size > length:  # the row's own k-th best among them, and its band
+                kth = np.partition(values, cols.size - length)[cols.size - length]
+                near = values >= kth - block_bands[offset]
+                cols, values = cols[near], values[near]
+            near = values != -np.inf
+            if near.any():
+                found_rows[first + offset].append(cols[near].astype(np.int64) + start)
+                found_scores[first + offset].append(values[near])
 
+    def _rescore(
+        self,
+        queries: Float32Array,
+        found_rows: list[list[IndexArray]],
+        found_scores: list[list[Float32Array]],
+        length: int,
+        bands: npt.NDArray[np.float64],
+    ) -> Hits:
+        """Batch-invariant scores of every query's candidates (one vectorised pass), then each
+        query's top ``length`` by (score desc, row asc)."""
+        kept: list[IndexArray] = []
+        for i, (rows_found, scores_found) in enumerate(zip(found_rows, found_scores, strict=True)):
+            if not rows_found:
+                kept.append(np.empty(0, dtype=np.int64))
+                continue
+            rows = np.concatenate(rows_found) if len(rows_found) > 1 else rows_found[0]
+            if len(rows_found) > 1 and rows.size > length:  # the band of the k-th best over chunks
+                approx = np.concatenate(scores_found)
+                kth = np.partition(approx, rows.size - length)[rows.size - length]
+                rows = rows[approx >= kth - bands[i]]
+            kept.append(rows)
+        counts = np.fromiter((rows.size for rows in kept), dtype=np.int64, count=len(kept))
+        rows = np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
+        owner = np.repeat(np.arange(len(kept), dtype=np.int64), counts)
+        products = self._vectors[rows]  # a copy (fancy indexing), multiplied in place
+        products *= queries[owner]
+        scores = products.sum(axis=1)  # pairwise per row: the same value in any batch
+        order = np.lexsort((rows, -scores, owner))
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         results: Hits = []
-        for best_scores, best_index in best:
-            for row in range(best_scores.shape[0]):
-                row_scores = best_scores[row, :length].astype(np.float32)
-                if not np.isfinite(row_scores).all():
-                    raise ValueError(
-                        "a similarity score overflowed to a non-finite value; rows and queries should be "
-                        "L2-normalised"
-                    )
-                results.append((row_scores, best_index[row, :length].copy()))
+        for i in range(len(kept)):
+            picked = order[starts[i] : starts[i] + min(int(counts[i]), length)]
+            top = scores[picked]
+            if not np.isfinite(top).all():
+                raise ValueError(
+                    "a similarity score overflowed to a non-finite value; rows and queries should be "
+                    "L2-normalised"
+                )
+            results.append((top, rows[picked]))
         return results
 
-    def scores(self, query: npt.ArrayLike, *, chunk_size: int = 65536) -> Float32Array:
-        """Inner product of one ``(dim,)`` query with every item: ``(n_items,)`` float32.
-
-        Computed with the same blocked products as :meth:`search`, so the values are identical
-        to the scores search returns for the same ``chunk_size``.
-        """
+    def scores(self, query: npt.ArrayLike, *, chunk_size: int = CHUNK_ROWS) -> Float32Array:
+        """Inner product of one ``(dim,)`` query with every item: ``(n_items,)`` float32, one GEMV
+        per chunk (deterministic for a given query and thread count; :meth:`search` gives
+        batch-invariant scores)."""
         chunk_size = check_positive_int(chunk_size, "chunk_size")
         array = np.asarray(query)
         if array.ndim != 1:
             raise ValueError(f"query must be one vector of shape ({self.dim},), got {array.shape}")
-        block = self._blocks(self._check_queries(array))[0]
+        vector = self._check_queries(array)[0]
         out = np.empty(self.size, dtype=np.float32)
         for start in range(0, self.size, chunk_size):
             stop = min(start + chunk_size, self.size)
-            out[start:stop] = (self._vectors[start:stop] @ block.T)[:, 0]
+            out[start:stop] = self._vectors[start:stop] @ vector
         return out
