@@ -163,10 +163,8 @@ class ExactVectorIndex:
             chunk = self._vectors[start:stop]
             for first in range(0, n_queries, _QUERY_BLOCK):
                 block = query_matrix[first : first + _QUERY_BLOCK]
-                if block.shape[0] == 1:
-                    scores = (chunk @ block[0])[None, :]  # GEMV: the matrix streamed once
-                else:
-                    scores = block @ chunk.T  # GEMM, one row per query
+                # one query: GEMV, the matrix streamed once; a batch: GEMM, one row per query
+                scores = (chunk @ block[0])[None, :] if block.shape[0] == 1 else block @ chunk.T
                 if excluded is not None:
                     scores[:, excluded] = -np.inf
                 self._collect(scores, start, first, length, bands, found_rows, found_scores)
