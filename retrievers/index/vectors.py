@@ -110,15 +110,16 @@ class ExactVectorIndex:
         return array
 
     def _bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
-        """Per query: twice the float32 rounding bound of its scores, plus a hair for the float64
-        sums (see the module docstring)."""
+        """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
+        rescoring (see the module docstring)."""
+
         def gamma(n: float) -> float:
             return n * _UNIT_ROUNDOFF / (1.0 - n * _UNIT_ROUNDOFF)
 
         # BLAS: any summation order over dim terms (+2 for fused multiply-adds); the rescoring:
         # numpy's pairwise summation, whose error grows with log2(dim) (Higham, section 4.2)
         bound = gamma(self.dim + 2) + gamma(math.ceil(math.log2(max(self.dim, 2))) + 2)
-        norms = np.linalg.norm(queries.astype(np.float64), axis=1)
+        norms: npt.NDArray[np.float64] = np.linalg.norm(queries.astype(np.float64), axis=1)
         return 2.0 * bound * norms * self._max_norm * (1.0 + 1e-6)
 
     def search(
