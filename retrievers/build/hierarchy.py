@@ -126,6 +126,23 @@ class _Extractor:
 # --------------------------------------------------------------------------------------------
 
 
+def _leaves(
+    documents: Sequence[Document], members: Sequence[int], parent: str, config: HierarchyConfig
+) -> list[ContextNode]:
+    """One leaf per member document, under directory ``parent`` (the leaf's abstract is its
+    snippet)."""
+    return [
+        ContextNode(
+            uri=f"{parent}/{uri_segment(documents[i].id)}",
+            level=2,
+            parent_uri=parent,
+            abstract=_snippet(documents[i], config.snippet_chars),
+            doc_id=documents[i].id,
+        )
+        for i in members
+    ]
+
+
 def spherical_kmeans(vectors: npt.ArrayLike, k: int, *, seed: int, iterations: int = 25) -> IntArray:
     """Cluster unit vectors by cosine similarity; returns a label in ``[0, k)`` per row.
 
@@ -199,17 +216,7 @@ def kmeans_nodes(
             )
         )
         if len(members) <= config.max_leaf_size:
-            for i in members:
-                doc = documents[i]
-                nodes.append(
-                    ContextNode(
-                        uri=f"{uri}/{uri_segment(doc.id)}",
-                        level=2,
-                        parent_uri=uri,
-                        abstract=_snippet(doc, config.snippet_chars),
-                        doc_id=doc.id,
-                    )
-                )
+            nodes.extend(_leaves(documents, members, uri, config))
             return
         k = min(config.branching_factor, math.ceil(len(members) / config.max_leaf_size))
         sequence = np.random.SeedSequence(entropy=config.seed, spawn_key=path)
@@ -339,17 +346,7 @@ def metadata_path_nodes(
             )
         )
         if len(path) == len(keys):
-            for i in members[path]:
-                doc = documents[i]
-                nodes.append(
-                    ContextNode(
-                        uri=f"{uri}/{uri_segment(doc.id)}",
-                        level=2,
-                        parent_uri=uri,
-                        abstract=_snippet(doc, config.snippet_chars),
-                        doc_id=doc.id,
-                    )
-                )
+            nodes.extend(_leaves(documents, members[path], uri, config))
     if summary_path is not None and used == 0:
         raise TreeError(
             f"no record of {summary_path} matches a directory (path keys {list(keys)}); check the file and keys"
