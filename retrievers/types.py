@@ -103,8 +103,11 @@ class Embedder(Protocol):
     """Turns texts into float32, L2-normalised rows. ``name`` is a stable id used in cache keys
     (model id plus revision or a fingerprint of fitted state)."""
 
-    name: str
-    dim: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray: ...
 

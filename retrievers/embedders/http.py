@@ -116,9 +116,6 @@ class OpenAIEmbedder:
         return name
 
     # Setters only so that mypy accepts this class as an ``Embedder`` (see SentenceTransformerEmbedder).
-    @name.setter
-    def name(self, value: str) -> None:
-        raise AttributeError("OpenAIEmbedder.name is derived from the endpoint, model and settings")
 
     @property
     def dim(self) -> int:
@@ -129,10 +126,6 @@ class OpenAIEmbedder:
         if self._dim is None:  # _embed sets it or raises; this only narrows the type
             raise RuntimeError(f"{self.endpoint.url} did not report a width")
         return self._dim
-
-    @dim.setter
-    def dim(self, value: int) -> None:
-        raise AttributeError("OpenAIEmbedder.dim is dimensions, or read from the endpoint's vectors")
 
     # -- encoding ---------------------------------------------------------------------------------
 

@@ -151,12 +151,6 @@ class SentenceTransformerEmbedder:
             self._name = name
         return self._name
 
-    # ``Embedder`` declares ``name`` and ``dim`` as plain attributes, which mypy reads as settable;
-    # the setters exist only to satisfy that and refuse at run time (the values are derived).
-    @name.setter
-    def name(self, value: str) -> None:
-        raise AttributeError("SentenceTransformerEmbedder.name is derived from the model and settings")
-
     @property
     def dim(self) -> int:
         """Embedding width, from ``model.get_embedding_dimension()`` (loads the model)."""
@@ -165,10 +159,6 @@ class SentenceTransformerEmbedder:
         if self._dim is None:  # _load sets it or raises; this only narrows the type
             raise RuntimeError(f"model {self.model_name!r} did not report its embedding dimension")
         return self._dim
-
-    @dim.setter
-    def dim(self, value: int) -> None:
-        raise AttributeError("SentenceTransformerEmbedder.dim is read from the model")
 
     @property
     def model(self) -> SentenceTransformer:

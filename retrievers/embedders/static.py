@@ -117,19 +117,12 @@ class StaticEmbedder:
         return self._name
 
     # Setters only so that mypy accepts this class as an ``Embedder`` (see SentenceTransformerEmbedder).
-    @name.setter
-    def name(self, value: str) -> None:
-        raise AttributeError("StaticEmbedder.name is derived from the model files and settings")
 
     @property
     def dim(self) -> int:
         """Embedding width (64 for the packaged model); loads the model."""
         rows, _, _ = self._load()
         return int(rows.shape[1])
-
-    @dim.setter
-    def dim(self, value: int) -> None:
-        raise AttributeError("StaticEmbedder.dim is read from the model")
 
     # -- loading ----------------------------------------------------------------------------------
 

@@ -79,9 +79,6 @@ class TfidfEmbedder:
         return self._dim
 
     # Setters only so that mypy accepts this class as an ``Embedder`` (see SentenceTransformerEmbedder).
-    @dim.setter
-    def dim(self, value: int) -> None:
-        raise AttributeError("TfidfEmbedder.dim is set by fit(); pass dim= to the constructor")
 
     @property
     def name(self) -> str:
@@ -98,10 +95,6 @@ class TfidfEmbedder:
         if self._name is None:
             raise NotFittedError(_NOT_FITTED)
         return self._name
-
-    @name.setter
-    def name(self, value: str) -> None:
-        raise AttributeError("TfidfEmbedder.name is derived from the settings and the fit texts")
 
     def fit(self, texts: Sequence[str]) -> TfidfEmbedder:
         """Learn the vocabulary, IDF weights and SVD basis from ``texts``; returns ``self``."""
