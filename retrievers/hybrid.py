@@ -30,6 +30,15 @@ For each query (``retrieve_batch`` does each step for a block of queries at once
 5. The list is cut to ``top_k`` and documents under ``min_score`` (the final score: fused, or
    reranked when a reranker answered) are dropped, as oasis orders these stages.
 
+Legs that are retrievers (``vector_leg``, ``keyword_leg``): either leg may be any retriever
+instead of the store's own search, e.g. a :class:`~retrievers.run_file.RunFileRetriever` holding
+another system's run, or another family. Its ``retrieve_batch(queries, n)`` list is the leg
+(documents it returns that this store does not hold, or that the scope or ``filters`` exclude,
+are dropped: give the leg its own ``filters`` for a filtered top ``n``), and the same fusion, with
+the same weights, combines the two legs; fusion stays in one place. Over a chunked store, a
+retriever leg answers with documents, so both legs are first read as documents (each document at
+its best chunk's rank) and fused per document. With both legs null (the default) nothing changes.
+
 Ties are broken by doc id everywhere; scores are finite. ``provenance`` of each result: the
 fusion, the fused score, each leg's 0-based rank and raw score for the document's best row, the
 chunk that matched (chunked stores), rerank outcome; ``provenance["stats"]`` holds per-query
@@ -38,7 +47,7 @@ counts that the harness averages over a run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -49,10 +58,14 @@ import numpy.typing as npt
 from retrievers.fusion import Normalization, comb_mnz, comb_sum, convex_combination, reciprocal_rank_fusion
 from retrievers.kernel import Candidates, Retriever, RetrieverParams
 from retrievers.params import param
+from retrievers.parents import resolve_parents
+from retrievers.types import RetrievalResult
 
-__all__ = ["FUSIONS", "HybridParams", "HybridRetriever"]
+__all__ = ["FUSIONS", "LEG_PARAMS", "HybridParams", "HybridRetriever"]
 
 FUSIONS: tuple[str, ...] = ("rrf", "convex", "combsum", "combmnz")
+#: the parameters that may hold a retriever standing in for a leg
+LEG_PARAMS: tuple[str, ...] = ("vector_leg", "keyword_leg")
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.floating[Any]]
@@ -74,6 +87,27 @@ class HybridParams(RetrieverParams):
     overfetch_multiplier: int = param(3, low=1, high=1000, doc="each leg fetches top_k times this many")
     min_score: float | None = param(None, doc="drop final results scoring below this; null = off")
     parallel: bool = param(True, doc="run the two legs in two threads")
+    vector_leg: Any = param(
+        None,
+        doc="null = exact search over the store's vectors; or a retriever (an object with "
+        "retrieve_batch(queries, top_k)) whose results are this leg",
+    )
+    keyword_leg: Any = param(
+        None, doc="null = the store's BM25 index; or a retriever whose results are this leg"
+    )
+
+    def check(self) -> None:
+        super().check()
+        for name in LEG_PARAMS:
+            leg = getattr(self, name)
+            if leg is None or callable(getattr(leg, "retrieve_batch", None)):
+                continue
+            if isinstance(leg, Mapping) and "_target_" in leg:
+                continue  # a config of one: built over the store before the hybrid (viking_eval does)
+            raise self.fail(
+                name,
+                f"must be null or a retriever (an object with retrieve_batch(queries, top_k)), got {leg!r}",
+            )
 
 
 class HybridRetriever(Retriever):
@@ -88,24 +122,76 @@ class HybridRetriever(Retriever):
         self.keyword_weight = float(self.params.keyword_weight)
         self.vector_weight = 1.0 - self.keyword_weight
         self._executor: ThreadPoolExecutor | None = None
+        for name in LEG_PARAMS:
+            if isinstance(getattr(self.params, name), Mapping):
+                raise ValueError(
+                    f"{name} is a retriever config; build that retriever over the store first and pass "
+                    "the object (viking_eval builds configured legs)"
+                )
+        retriever_legs = self.params.vector_leg is not None or self.params.keyword_leg is not None
+        # a retriever leg answers with documents: over a chunked store both legs are then read as
+        # documents (fusion items are parent indices, each standing for itself by its first chunk)
+        self._by_document = retriever_legs and self.store.chunked
+        if self._by_document:
+            first_chunk = np.full(len(self.store.parent_ids), -1, dtype=np.int64)
+            for row in range(len(self.store) - 1, -1, -1):
+                first_chunk[int(self.store.parent_of[row])] = row
+            self._first_chunk = first_chunk
 
     def uses_embedder(self) -> bool:
-        return bool(self.params.keyword_weight < 1)
+        return bool(self.params.keyword_weight < 1) and self.params.vector_leg is None
 
     def final_filter(self, scores: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_] | None:
         return None if self.params.min_score is None else scores >= self.params.min_score
 
     # -- the legs ------------------------------------------------------------------------------
 
-    def _vector_leg(self, vectors: np.ndarray | None, n_queries: int, fetch: int) -> list[LegHits]:
+    def _vector_leg(self, queries: list[str], vectors: np.ndarray | None, fetch: int) -> list[LegHits]:
+        if self.vector_weight > 0 and self.params.vector_leg is not None:
+            return self._retriever_leg(self.params.vector_leg, queries, fetch)
         if self.vector_weight == 0 or vectors is None:
-            return [_EMPTY_HITS] * n_queries
-        return list(self.store.vectors.search(vectors, fetch, mask=self.mask))
+            return [_EMPTY_HITS] * len(queries)
+        hits = list(self.store.vectors.search(vectors, fetch, mask=self.mask))
+        return [self._as_documents(h) for h in hits] if self._by_document else hits
 
     def _keyword_leg(self, queries: list[str], fetch: int) -> list[LegHits]:
+        if self.keyword_weight > 0 and self.params.keyword_leg is not None:
+            return self._retriever_leg(self.params.keyword_leg, queries, fetch)
         if self.keyword_weight == 0:
             return [_EMPTY_HITS] * len(queries)
-        return list(self.store.bm25.search(queries, fetch, mask=self.mask))
+        hits = list(self.store.bm25.search(queries, fetch, mask=self.mask))
+        return [self._as_documents(h) for h in hits] if self._by_document else hits
+
+    def _as_documents(self, hits: LegHits) -> LegHits:
+        """A leg's chunk hits as documents (parent indices), each at its best chunk's score and rank."""
+        parents = resolve_parents(self.store.parent_of, hits[1], hits[0])
+        return parents.scores, parents.parents
+
+    def _retriever_leg(self, leg: Any, queries: list[str], fetch: int) -> list[LegHits]:
+        """A retriever's results as a leg: items are store rows (parent indices over a chunked
+        store), in the ranking order; documents the store does not hold, or the scope and
+        filters exclude, are dropped."""
+        store = self.store
+        index_of = store.parent_row_of if store.chunked else store.row_of
+        allowed = None if self.mask is None else np.asarray(self.mask, dtype=np.bool_)
+        legs: list[LegHits] = []
+        for results in leg.retrieve_batch(queries, fetch):
+            items: list[int] = []
+            scores: list[float] = []
+            seen: set[int] = set()
+            ordered: list[RetrievalResult] = sorted(results, key=lambda r: (-r.score, r.doc_id))
+            for result in ordered:
+                item = index_of.get(result.doc_id)
+                if item is None or item in seen:
+                    continue
+                row = int(self._first_chunk[item]) if self._by_document else item
+                if allowed is not None and not allowed[row]:
+                    continue
+                seen.add(item)
+                items.append(item)
+                scores.append(float(result.score))
+            legs.append((np.asarray(scores, dtype=np.float64), np.asarray(items, dtype=np.int64)))
+        return legs
 
     def _search_legs(
         self, queries: list[str], vectors: np.ndarray | None, fetch: int
@@ -114,9 +200,9 @@ class HybridRetriever(Retriever):
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hybrid-leg")
             keyword = self._executor.submit(self._keyword_leg, queries, fetch)
-            vector = self._executor.submit(self._vector_leg, vectors, len(queries), fetch)
+            vector = self._executor.submit(self._vector_leg, queries, vectors, fetch)
             return vector.result(), keyword.result()
-        return self._vector_leg(vectors, len(queries), fetch), self._keyword_leg(queries, fetch)
+        return self._vector_leg(queries, vectors, fetch), self._keyword_leg(queries, fetch)
 
     # -- fusion --------------------------------------------------------------------------------
 
@@ -146,14 +232,16 @@ class HybridRetriever(Retriever):
             if weight > 0
         ]
         fused = self._fuse(legs)
-        rows = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
+        items = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
+        # fusion items are store rows, or parent indices when legs were read as documents
+        rows = self._first_chunk[items] if self._by_document else items
         scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
         leg_ranks = {name: {int(row): rank for rank, row in enumerate(h[1].tolist())} for name, _, h in legs}
         leg_scores = {name: h[0] for name, _, h in legs}
         fusion = self.params.fusion
 
         def provenance(i: int) -> dict[str, Any]:
-            row = int(rows[i])
+            row = int(items[i])
             return {
                 "fusion": fusion,
                 "fused_score": float(scores[i]),

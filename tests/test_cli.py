@@ -163,7 +163,7 @@ def test_debug_switch_shows_the_traceback(tmp_path: Path) -> None:
         # a _target_ that is no retriever
         (
             [*SMOKE, "+retrievers.x._target_=os.system"],
-            "error: retrievers.x._target_: 'os.system' is not a retriever of this project",
+            "error: retrievers.x._target_: 'os.system' is not a retriever class",
         ),
     ],
 )
@@ -209,6 +209,7 @@ def _gate_failed(result: subprocess.CompletedProcess[str]) -> None:
     assert "gate FAIL:" in result.stdout
 
 
+@pytest.mark.needs_data
 def test_gate_applies_command_line_overrides_to_every_check(shared_datasets: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path)
     run_dir = tmp_path / "gate"
@@ -227,6 +228,7 @@ def test_gate_applies_command_line_overrides_to_every_check(shared_datasets: Pat
     assert config["store"]["bm25"]["k1"] == 0.05
 
 
+@pytest.mark.needs_data
 def test_gate_baseline_command_with_a_regression_fails(shared_datasets: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path, "store.bm25.k1=0.05")
     result = _cli(
@@ -240,6 +242,7 @@ def test_gate_baseline_command_with_a_regression_fails(shared_datasets: Path, tm
     _gate_failed(result)
 
 
+@pytest.mark.needs_data
 def test_gate_override_that_contradicts_a_check_is_refused(shared_datasets: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path)
     result = _cli(
@@ -290,10 +293,15 @@ class ExplodingRetriever:
         raise RuntimeError("boom: a bug, not a bad input")
 
 
-def test_a_bug_keeps_its_traceback_and_exits_1(tmp_path: Path) -> None:
+@pytest.mark.needs_data
+def test_a_bug_keeps_its_traceback_and_exits_1(shared_datasets: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = _cli(
-        tmp_path, *SMOKE, "+retrievers.boom._target_=test_cli.ExplodingRetriever", f"hydra.run.dir={run_dir}"
+        tmp_path,
+        *SMOKE,
+        "+retrievers.boom._target_=test_cli.ExplodingRetriever",
+        f"hydra.run.dir={run_dir}",
+        env={"VIKING_EVAL_DATA": str(shared_datasets)},
     )
     assert result.returncode == 1
     assert "RuntimeError: boom: a bug, not a bad input" in result.stderr

@@ -61,9 +61,13 @@ def test_every_embedder_instantiates_lazily(embedder: str) -> None:
 
 
 @pytest.mark.parametrize("retriever", _options("retriever"))
-def test_every_retriever_config_validates(retriever: str) -> None:
+def test_every_retriever_config_validates(retriever: str, tmp_path: Path) -> None:
     # a store that builds every part any retriever needs (the hierarchical retriever's tree)
-    settings = load_settings(_compose(["store=kmeans_tree", f"+retriever@retrievers.extra={retriever}"]))
+    overrides = ["store=kmeans_tree", f"+retriever@retrievers.extra={retriever}"]
+    if retriever == "run_file":  # the run file is the user's to give
+        (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.5 mine\n", encoding="utf-8")
+        overrides.append(f"retrievers.extra.path={tmp_path / 'run.trec'}")
+    settings = load_settings(_compose(overrides))
     assert "extra" in [spec.name for spec in settings.retrievers]
 
 
@@ -99,7 +103,7 @@ def test_every_hparams_search_config_validates(study: str) -> None:
         ("+embedder.pooling=mean", r"embedder: unknown key\(s\) \['pooling'\]"),
         (
             "+retrievers.x._target_=os.system",
-            r"retrievers.x: _target_ 'os.system' is not a retriever of this project",
+            r"retrievers.x: _target_ 'os.system' is not a retriever class",
         ),
         ("sweep.direction=upwards", r"sweep.direction: must be one of \['maximize', 'minimize'\]"),
         ("gate.tolerance=2", r"gate.tolerance: must be a number in \[0, 1\]"),

@@ -105,6 +105,23 @@ def chunked(embedder: TfidfEmbedder) -> ContextStore:
     )
 
 
+#: what a config leaves to its user, given here: the run-file retriever's run (BM25's ranking of
+#: every document for each query, written by the fixture below) and the queries it answers
+NEEDS: dict[str, dict[str, Any]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _run_file(tmp_path_factory: pytest.TempPathFactory, store: ContextStore) -> None:
+    from retrievers import BM25Retriever
+
+    path = tmp_path_factory.mktemp("run_file") / "bm25.trec"
+    lines = []
+    for i, results in enumerate(BM25Retriever(store).retrieve_batch(QUERIES, len(store))):
+        lines += [f"q{i} Q0 {r.doc_id} {rank} {r.score!r} bm25" for rank, r in enumerate(results, 1)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    NEEDS["run_file"] = {"path": str(path), "queries": {f"q{i}": query for i, query in enumerate(QUERIES)}}
+
+
 def _config(name: str) -> tuple[type, dict[str, Any]]:
     values = yaml.safe_load((CONF / f"{name}.yaml").read_text(encoding="utf-8"))
     values.pop("defaults", None)
@@ -114,7 +131,7 @@ def _config(name: str) -> tuple[type, dict[str, Any]]:
 
 def _make(name: str, store: ContextStore, embedder: TfidfEmbedder, **changes: Any) -> Any:
     cls, values = _config(name)
-    return cls(store, embedder, **{**values, **changes})
+    return cls(store, embedder, **{**values, **NEEDS.get(name, {}), **changes})
 
 
 def _check_ranking(results: list[RetrievalResult], top_k: int, known: set[str]) -> None:

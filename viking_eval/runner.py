@@ -47,6 +47,7 @@ from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
 from viking_eval.report import summary_table
 from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
+from viking_eval.retriever_inputs import build_params, dataset_queries, input_files, wants_queries
 from viking_eval.significance import compare_with_baseline
 from viking_eval.splits import Phase, load_for_phase
 
@@ -239,9 +240,13 @@ def run_retriever(
         return scoped_stores[scope]
 
     params = instantiate_objects(spec.params, f"retrievers.{spec.name}")  # e.g. a reranker, built once
+    # the dataset's queries for a run-file retriever; retrievers in the parameters (a hybrid's
+    # legs) built over the same store (viking_eval/retriever_inputs.py)
+    queries = dataset_queries(dataset) if wants_queries(cls, params) else None
 
     def make(with_embedder: Embedder, scope: Hashable) -> Retriever:
-        retriever: Retriever = cls(store_for(scope), embedder=with_embedder, **params)
+        built = build_params(cls, params, store_for(scope), with_embedder, queries, f"retrievers.{spec.name}")
+        retriever: Retriever = cls(store_for(scope), embedder=with_embedder, **built)
         return retriever
 
     cached_embedder = CachedEmbedder(embedder, cache)
@@ -353,8 +358,10 @@ def resume_key(
 ) -> ResumeKey:
     """Everything a retriever's result depends on, by part (see ``results.ResumeKey``)."""
     query_ids = list(dataset.queries)
+    inputs = input_files(spec.target, spec.params)  # e.g. a run file: its sha256
     return ResumeKey(
         {
+            **({"inputs": inputs} if inputs else {}),
             "files": dict(sorted(dataset.files.items())),
             "evaluated_queries": {
                 "n": len(query_ids),

@@ -14,6 +14,7 @@ The nodes whose class the config chooses are checked against that class right af
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -45,6 +46,7 @@ __all__ = [
     "check_store",
     "check_sweep_objective",
     "instantiate_objects",
+    "is_retriever_config",
     "load_settings",
 ]
 
@@ -210,20 +212,64 @@ def _target(values: Mapping[str, Any], where: str, what: str, example: str) -> t
         raise ConfigError(where, f"_target_ {detail}", key=f"{where}._target_", detail=detail) from None
 
 
+def is_retriever_config(value: Any) -> bool:
+    """A mapping whose ``_target_`` names a retriever class (one with ``retrieve_batch``): a
+    retriever inside a retriever's parameters (e.g. a hybrid's ``keyword_leg``), built over the
+    same store when the run builds the retriever that holds it (viking_eval/retriever_inputs.py)."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("_target_"), str):
+        return False
+    try:
+        cls = get_class(value["_target_"])
+    except Exception:  # not importable: whoever reads it next says so
+        return False
+    return callable(getattr(cls, "retrieve_batch", None))
+
+
+def _check_contract(target: str, cls: type, where: str) -> None:
+    """The contract of a retriever class (retrievers/types.py): ``retrieve_batch(queries, top_k)``,
+    ``retrieve(query, top_k)`` and a constructor ``(store, embedder=None, **params)``."""
+    for method, signature in (
+        ("retrieve_batch", "retrieve_batch(queries, top_k)"),
+        ("retrieve", "retrieve(query, top_k)"),
+    ):
+        if not callable(getattr(cls, method, None)):
+            raise ConfigError(
+                where,
+                f"{target} has no {signature} method; a retriever class needs retrieve_batch(queries, top_k) "
+                "and retrieve(query, top_k) and a constructor (store, embedder=None, **params) (retrievers/types.py)",
+            )
+    try:
+        parameters = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return  # a constructor without a signature (a C type): nothing to check
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_embedder = any(p.name == "embedder" for p in parameters) or any(
+        p.kind == p.VAR_KEYWORD for p in parameters
+    )
+    if (not positional and not any(p.kind == p.VAR_POSITIONAL for p in parameters)) or not takes_embedder:
+        shown = ", ".join(str(p) for p in parameters)
+        raise ConfigError(
+            where,
+            f"{target}'s constructor must take (store, embedder=None, **params), it takes ({shown}) (retrievers/types.py)",
+        )
+
+
 def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
-    """``retrievers.<name>``: its class's Params dataclass checks every key (types, then ranges)."""
+    """``retrievers.<name>``: the class meets the retriever contract; its Params dataclass, when it
+    has one, checks every key (types, then ranges), else its constructor's signature does.
+    Retriever configs among the parameters (a hybrid's legs) are checked the same way."""
     where = f"retrievers.{name}"
     if not isinstance(cfg, Mapping):
         raise ConfigError(where, f"must be a mapping with _target_ (conf/retriever/), got {cfg!r}")
-    target, cls = _target(cfg, where, "a retriever of this project", "retrievers.baselines.DenseRetriever")
+    target, cls = _target(cfg, where, "a retriever class", "retrievers.baselines.DenseRetriever")
+    _check_contract(target, cls, where)
+    values = {key: value for key, value in cfg.items() if key != "_target_"}
+    for key, value in values.items():
+        if is_retriever_config(value):
+            check_retriever(f"{name}.{key}", value)
     params_cls: Any = getattr(cls, "Params", None)
     if not is_params_class(params_cls):
-        raise ConfigError(
-            where,
-            f"_target_ {target} is not a retriever of this project (it has no Params dataclass)",
-            key=f"{where}._target_",
-        )
-    values = {key: value for key, value in cfg.items() if key != "_target_"}
+        return _check_plain_retriever(name, target, cls, values)
     allowed = {f.name for f in dataclasses.fields(params_cls)}
     for key in values:
         if key in BM25_STORE_KEYS and key not in allowed:
@@ -237,6 +283,18 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
             params_cls(**built)
     except (TypeError, ValueError) as error:
         raise from_library_error(where, error, params_cls) from None
+    return RetrieverSpec(name=name, target=target, params=typed)
+
+
+def _check_plain_retriever(name: str, target: str, cls: type, values: dict[str, Any]) -> RetrieverSpec:
+    """A retriever without a Params dataclass: its parameters are checked against its
+    constructor's keywords (names, and types where annotated); a constructor taking ``**params``
+    checks them itself when the run builds it."""
+    where = f"retrievers.{name}"
+    parameters = inspect.signature(cls).parameters.values()
+    if any(p.kind == p.VAR_KEYWORD for p in parameters):
+        return RetrieverSpec(name=name, target=target, params=dict(values))
+    typed = typed_values(cls, values, where, init=True)
     return RetrieverSpec(name=name, target=target, params=typed)
 
 
@@ -261,7 +319,9 @@ def instantiate_objects(values: Mapping[str, Any], where: str = "retrievers") ->
     value passes through, for the retriever's Params to validate."""
     out: dict[str, Any] = {}
     for key, value in values.items():
-        if isinstance(value, Mapping) and "_target_" in value:
+        if is_retriever_config(value):  # built over the store with the retriever holding it
+            out[key] = value
+        elif isinstance(value, Mapping) and "_target_" in value:
             if value["_target_"] is None:
                 out[key] = None
                 continue
