@@ -292,6 +292,12 @@ class ExplodingRetriever:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom: a bug, not a bad input")
 
+    def retrieve(self, query: str, top_k: int = 10) -> list[Any]:  # the contract, never reached
+        return []
+
+    def retrieve_batch(self, queries: list[str], top_k: int = 10) -> list[list[Any]]:
+        return [[] for _ in queries]
+
 
 @pytest.mark.needs_data
 def test_a_bug_keeps_its_traceback_and_exits_1(shared_datasets: Path, tmp_path: Path) -> None:
