@@ -114,7 +114,30 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class Retriever(Protocol):
-    """``retrieve_batch(qs)`` must equal ``[retrieve(q) for q in qs]`` exactly; it exists to be faster."""
+    """``retrieve_batch(qs)`` must equal ``[retrieve(q) for q in qs]`` exactly; it exists to be faster.
+
+    The contract for a retriever of your own, outside this package (docs/api.md has examples):
+
+    - **Minimal.** Any class with ``retrieve_batch(queries, top_k)`` and ``retrieve(query,
+      top_k)`` returning :class:`RetrievalResult` lists, ordered by (score desc, doc id asc),
+      finite scores, at most ``top_k`` each, doc ids of the corpus. To be named by ``_target_``
+      in a config (``retrievers.mine: {_target_: my_pkg.MyRetriever, alpha: 0.5}``) its
+      constructor is ``(store, embedder=None, **params)``: the harness passes the run's
+      :class:`~retrievers.store.ContextStore` (documents, embeddings, BM25 index), the embedder
+      the store was built with, and the config's keys. Without a ``Params`` class the config's
+      keys are checked against the constructor's keyword parameters (their names, and types
+      where annotated); with ``**params`` the class checks them itself. With
+      ``viking_eval.evaluate`` a built object needs only the two methods.
+    - **Validated.** A nested ``Params`` dataclass (best: a :class:`retrievers.params.Params`
+      subclass declaring each field with ``param()``) gets every key checked, with its range,
+      when the config is validated, before any data is read.
+    - **On the kernel.** Subclass :class:`retrievers.kernel.Retriever`, set ``Params`` to a
+      :class:`retrievers.kernel.RetrieverParams` subclass and implement
+      ``candidates(queries, vectors, depth)``: filters, scopes, chunk-to-document resolution,
+      reranking, ranking order and batching come from the kernel.
+
+    A config naming a class that misses a part is refused when it is validated, naming what is
+    missing (``retrievers.mine: my_pkg.MyRetriever has no retrieve_batch(queries, top_k) method``)."""
 
     def retrieve(self, query: str, top_k: int = 10) -> list[RetrievalResult]: ...
 
