@@ -1,4 +1,15 @@
-"""Shared fixtures. Tests never touch the network or the user's cache."""
+"""Shared fixtures and the test session's rules.
+
+- **No network, no user state.** Hugging Face libraries run offline, datasets are never
+  downloaded (``VIKING_EVAL_DOWNLOAD=never``), the data folder (``XDG_DATA_HOME``) is a session
+  temporary folder and every test gets its own cache (``VIKING_EVAL_CACHE``).
+- **Unit tests make their own small data.** Tests that need the real shared datasets take them
+  from the ``shared_datasets`` fixture and are marked ``needs_data``; raw releases (converter
+  tests) come from ``shared_raw``. Where the data is absent the test is skipped, the reason saying
+  how to get it; ``python -m pytest -m "not needs_data"`` runs only the rest.
+- **CI runs everything.** ``VIKING_EVAL_NO_SKIP=1`` (set by ``.ci/run``) turns every skip into a
+  failure that quotes the skip's reason.
+"""
 
 from __future__ import annotations
 
@@ -12,21 +23,160 @@ from typing import Any
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# set before any test imports a Hugging Face library: a model that is not on disk fails at once
+# instead of waiting for a network time-out
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ["VIKING_EVAL_DOWNLOAD"] = "never"  # viking_eval never fetches a missing dataset here
+
+from viking_eval.data import DATA_ENV, data_search_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+SHARED_NAMES = ("adi", "cisi", "cosqa", "cranfield", "locomo", "medline", "scifact")
+"""The shared datasets the data tests use (datasets/registry.yaml ``local_datasets.names``)."""
+RAW_ENV = "VIKING_EVAL_RAW"
+NO_SKIP_ENV = "VIKING_EVAL_NO_SKIP"
+DATA_FIXTURES = frozenset({"shared_datasets", "shared_raw"})
+HOW_TO_GET_DATA = (
+    f"export {DATA_ENV}=/path/to/shared/datasets, or build them into the data folder with "
+    "python -m viking_eval.download scifact and python -m viking_eval.convert NAME RAW_FILE "
+    "(its --help lists each raw file and its URL)"
+)
+
+
+def _has_all(folder: Path) -> list[str]:
+    """The shared datasets ``folder`` lacks (all of them when it cannot be read)."""
+    try:
+        return [name for name in SHARED_NAMES if not (folder / name).is_dir()]
+    except OSError:
+        return list(SHARED_NAMES)
+
+
+def _locate_shared() -> tuple[Path | None, str]:
+    """The first folder of the data search path (``VIKING_EVAL_DATA``'s folders, ``datasets/``,
+    the data folder) that holds every shared dataset; else None and the skip reason."""
+    folders = data_search_path()
+    best: tuple[Path, list[str]] | None = None
+    for folder in folders:
+        missing = _has_all(folder)
+        if not missing:
+            return folder, ""
+        if len(missing) < len(SHARED_NAMES) and (best is None or len(missing) < len(best[1])):
+            best = (folder, missing)
+    if best is not None:
+        found = f"{best[0]} lacks {', '.join(best[1])}"
+    else:
+        env = os.environ.get(DATA_ENV, "").strip() or "unset"
+        found = f"not in {DATA_ENV} ({env}), {', '.join(_short(f) for f in folders[-2:])}"
+    return None, f"needs the shared datasets ({' '.join(SHARED_NAMES)}), {found}: {HOW_TO_GET_DATA}"
+
+
+def _short(folder: Path) -> str:
+    """``folder`` relative to the repository or with ``~`` for the home folder, for skip reasons."""
+    for base, shown in ((REPO_ROOT, ""), (Path.home(), "~/")):
+        if folder.is_relative_to(base):
+            return f"{shown}{folder.relative_to(base)}/"
+    return str(folder)
+
+
+def _locate_raw(datasets: Path | None) -> tuple[Path | None, str]:
+    """The raw public releases: ``VIKING_EVAL_RAW``, else a ``raw`` folder beside the shared
+    datasets (or beside any folder of the data search path)."""
+    how = (
+        f"export {RAW_ENV}=/path/to/shared/raw, or download the files that python -m "
+        "viking_eval.convert --help lists into <folder>/{classic,cosqa,locomo}/ and point "
+        f"{RAW_ENV} at <folder>"
+    )
+    explicit = os.environ.get(RAW_ENV, "").strip()
+    if explicit:
+        raw = Path(explicit).expanduser()
+        return (
+            (raw, "")
+            if raw.is_dir()
+            else (None, f"needs the raw releases: {RAW_ENV}={raw} is not a folder; {how}")
+        )
+    candidates = [datasets.parent / "raw"] if datasets is not None else []
+    candidates += [folder.parent / "raw" for folder in data_search_path()]
+    for raw in candidates:
+        if raw.is_dir():
+            return raw, ""
+    return None, f"needs the raw releases (no {RAW_ENV}, no raw/ beside a data folder); {how}"
+
+
+# Located once, with the environment the session started with (tests change it later).
+SHARED_DATASETS, _SHARED_REASON = _locate_shared()
+SHARED_RAW, _RAW_REASON = _locate_raw(SHARED_DATASETS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that takes the shared data must say so with ``needs_data`` (so that ``-m`` selects it)."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if DATA_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and item.get_closest_marker("needs_data") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            f"{len(unmarked)} test(s) use shared_datasets/shared_raw without @pytest.mark.needs_data "
+            f"(tests/conftest.py): {', '.join(unmarked[:5])}"
+        )
+
+
+def _no_skip() -> bool:
+    return os.environ.get(NO_SKIP_ENV, "") not in ("", "0")
+
+
+def _refuse_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Under ``VIKING_EVAL_NO_SKIP=1`` a skip becomes a failure quoting its reason."""
+    if not (report.skipped and _no_skip()) or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"skipped, but {NO_SKIP_ENV}=1 says every test must run here: {reason}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    _refuse_skip(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.CollectReport]:
+    report: pytest.CollectReport = yield
+    _refuse_skip(report)
+    return report
 
 
 @pytest.fixture(scope="session")
 def shared_datasets() -> Path:
-    """The shared BEIR datasets folder (../shared/datasets from the repo root)."""
-    if not (SHARED_DATASETS / "adi").is_dir():
-        raise RuntimeError(
-            f"shared datasets not found at {SHARED_DATASETS}; tests need ../shared beside the repo"
-        )
+    """The folder holding the shared datasets (adi, cisi, cosqa, cranfield, locomo, medline,
+    scifact): the first folder of ``VIKING_EVAL_DATA``, ``datasets/`` and the data folder
+    (``viking_eval.data.data_search_path``) that holds them all. Absent: the test is skipped,
+    saying how to get them. Tests using it are marked ``needs_data``."""
+    if SHARED_DATASETS is None:
+        pytest.skip(_SHARED_REASON)
     return SHARED_DATASETS
+
+
+@pytest.fixture(scope="session")
+def shared_raw() -> Path:
+    """The raw public releases the converters read (``../shared/raw``: ``classic/``, ``cosqa/``,
+    ``locomo/``): ``VIKING_EVAL_RAW``, else ``raw`` beside the shared datasets folder. Absent:
+    skipped, saying how to get them. Tests using it are marked ``needs_data``."""
+    if SHARED_RAW is None:
+        pytest.skip(_RAW_REASON)
+    return SHARED_RAW
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_data_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A session data folder (``XDG_DATA_HOME``): tests never read or write the user's
+    ``data_home()``; subprocesses inherit it."""
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg_data"))
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,8 @@ import pytest
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
 from viking_eval.data import load_dataset
 
+pytestmark = pytest.mark.needs_data  # every test here reads a shared dataset
+
 
 @pytest.fixture(scope="module")
 def adi(shared_datasets: Path):  # type: ignore[no-untyped-def]

@@ -155,6 +155,7 @@ def _oracle(store: ContextStore, rows: np.ndarray, scores: np.ndarray, k: int) -
     return sorted(best.items(), key=lambda pair: (-pair[1], pair[0]))[:k]
 
 
+@pytest.mark.needs_data
 def test_flat_retrievers_rank_documents_by_their_best_chunk(adi_chunked) -> None:  # type: ignore[no-untyped-def]
     adi, store, embedder = adi_chunked
     assert len(store) > 2 * len(store.parent_ids)  # several chunks per document

@@ -40,6 +40,7 @@ def test_every_experiment_validates(experiment: str) -> None:
     assert settings.retrievers
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize("dataset", _options("dataset"))
 def test_every_dataset_config_validates(dataset: str, shared_datasets: Path) -> None:
     settings = load_settings(_compose([f"dataset={dataset}"]))

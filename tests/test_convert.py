@@ -2,8 +2,8 @@
 bad raw input, staging and --force, checksum checks.
 
 The byte-identity tests (marked ``needs_data``) read the raw releases from ``VIKING_EVAL_RAW``
-(default: the ``raw`` folder beside the first existing ``VIKING_EVAL_DATA`` entry) and compare
-with the datasets found through ``VIKING_EVAL_DATA``; everything else builds tiny raw files here.
+(default: the ``raw`` folder beside the shared datasets) and compare with the shared datasets
+(tests/conftest.py: ``shared_raw``, ``shared_datasets``); everything else builds tiny raw files here.
 """
 
 from __future__ import annotations
@@ -24,45 +24,14 @@ from viking_eval.convert.__main__ import main
 from viking_eval.data import DataError
 from viking_eval.download import DEFAULT_REGISTRY, load_registry
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "needs_data: needs the shared datasets and raw releases (VIKING_EVAL_DATA)"
-    )
-
-
-# pytest calls pytest_configure only for plugins and conftest files, not test modules: apply the
-# hook to the running config (kept by pytest.mark) before the marker is first used, which is when
-# --strict-markers checks it. Without a config there is no strict check either.
-if getattr(pytest.mark, "_config", None) is not None:
-    pytest_configure(pytest.mark._config)
-
 RAW_FOLDER = {"locomo": "locomo", "cosqa": "cosqa"}  # the rest are in classic/
 ALL = ["locomo", "cisi", "cranfield", "medline", "adi", "cosqa"]
-HOW = "export VIKING_EVAL_DATA=../shared/datasets (raw releases beside it in ../shared/raw, or set VIKING_EVAL_RAW)"
-
-
-def _data_folders() -> tuple[Path, Path] | None:
-    entries = [
-        Path(e).expanduser() for e in os.environ.get("VIKING_EVAL_DATA", "").split(os.pathsep) if e.strip()
-    ]
-    existing = [entry for entry in entries if entry.is_dir()]
-    if not existing:
-        return None
-    raw = Path(os.environ.get("VIKING_EVAL_RAW") or existing[0].parent / "raw")
-    return existing[0], raw
 
 
 @pytest.fixture
-def shared() -> tuple[Path, Path]:
-    """(datasets folder, raw folder), or skip saying how to get them."""
-    folders = _data_folders()
-    if folders is None:
-        pytest.skip(f"shared datasets not found: {HOW}")
-    datasets, raw = folders
-    if not raw.is_dir():
-        pytest.skip(f"raw releases not found at {raw}: {HOW}")
-    return datasets, raw
+def shared(shared_datasets: Path, shared_raw: Path) -> tuple[Path, Path]:
+    """(datasets folder, raw folder): tests/conftest.py finds them or skips saying how to get them."""
+    return shared_datasets, shared_raw
 
 
 def _raw(raw_root: Path, name: str) -> Path:
@@ -85,8 +54,6 @@ def _leftovers(dest: Path, name: str) -> list[str]:
 def test_rebuilds_shared_dataset_byte_for_byte(name: str, shared: tuple[Path, Path], tmp_path: Path) -> None:
     datasets, raw_root = shared
     reference = datasets / name
-    if not reference.is_dir():
-        pytest.skip(f"{reference} not found: {HOW}")
     folder = convert(name, [_raw(raw_root, name)], tmp_path)
     assert folder == tmp_path / name
     want = sorted(

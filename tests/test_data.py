@@ -448,6 +448,7 @@ def shared_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return shared_datasets
 
 
+@pytest.mark.needs_data
 def test_scifact_test_split(shared_env: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -464,6 +465,7 @@ def test_scifact_test_split(shared_env: Path) -> None:
     assert all(ds.corpus[d].title for d in list(ds.corpus)[:50])
 
 
+@pytest.mark.needs_data
 def test_scifact_train_split(shared_env: Path) -> None:
     ds = load_dataset("scifact", "train")
     assert len(ds.queries) == 809
@@ -471,6 +473,7 @@ def test_scifact_train_split(shared_env: Path) -> None:
     assert ds.issues.unjudged_queries == 300
 
 
+@pytest.mark.needs_data
 def test_adi(shared_env: Path) -> None:
     ds = load_dataset("adi")
     assert len(ds.corpus) == 82

@@ -333,6 +333,7 @@ def test_store_builds_saves_loads_and_scopes_edges(tmp_path: Path) -> None:
     assert ContextStore.build(documents, embedder, StoreConfig()).edges is None
 
 
+@pytest.mark.needs_data
 def test_cisi_citations(shared_datasets: Path) -> None:
     from viking_eval.data import load_dataset
 

@@ -57,6 +57,7 @@ def _run(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.needs_data
 def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path: Path) -> None:
     document = _ci_checks("adi", "medline")
     # latency is checked as in CI, but with a tolerance no machine load reaches here: this test
@@ -90,6 +91,7 @@ def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path
     assert (tmp_path / "out" / "gate.txt").read_text().splitlines()[-1].startswith("gate PASS")
 
 
+@pytest.mark.needs_data
 def test_ci_gate_fails_on_an_injected_bm25_regression(data_env: Path, tmp_path: Path) -> None:
     document = _ci_checks("cranfield")
     check = document["checks"][0]
@@ -167,6 +169,7 @@ def _shift(retriever: str, metric: str, delta: float, query_ids: set[str] | None
     return change
 
 
+@pytest.mark.needs_data
 def test_run_against_itself_is_all_ok(smoke_run: Path) -> None:
     report = compare_runs(smoke_run, smoke_run, latency_reference="dense")
     assert report.passed and {r.status for r in report.results} == {"OK"}
@@ -175,6 +178,7 @@ def test_run_against_itself_is_all_ok(smoke_run: Path) -> None:
     assert latency.observed == latency.expected  # the same latency.json on both sides
 
 
+@pytest.mark.needs_data
 def test_damaged_run_fails_and_a_small_drop_is_okish(smoke_run: Path, tmp_path: Path) -> None:
     damaged = _copy_with(smoke_run, tmp_path / "damaged", _shift("bm25", "nDCG@10", -0.2))
     report = compare_runs(damaged, smoke_run)
@@ -198,6 +202,7 @@ def test_damaged_run_fails_and_a_small_drop_is_okish(smoke_run: Path, tmp_path: 
     assert gate.main(["compare", str(improved), str(smoke_run), "--metrics", "R@10"], run=run_experiment) == 0
 
 
+@pytest.mark.needs_data
 def test_run_folder_comparison_refuses_bad_input(smoke_run: Path, tmp_path: Path) -> None:
     without = tmp_path / "without"
     shutil.copytree(smoke_run, without)
@@ -233,6 +238,7 @@ def _compose(*overrides: str) -> Any:
         return load_settings(compose(config_name="config", overrides=["experiment=smoke", *overrides]))
 
 
+@pytest.mark.needs_data
 def test_runner_programs_run_gate_and_compare(
     data_env: Path, smoke_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -275,6 +281,7 @@ def test_runner_programs_run_gate_and_compare(
 # --------------------------------------------------------------------------- baseline files
 
 
+@pytest.mark.needs_data
 def test_record_then_check_round_trip(data_env: Path, tmp_path: Path) -> None:
     document = _ci_checks("adi")
     check = document["checks"][0]
@@ -307,6 +314,7 @@ def _adi() -> dict[str, Any]:
     return _ci_checks("adi")
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -387,6 +395,7 @@ def test_a_dataset_that_is_not_on_disk_is_refused(tmp_path: Path, monkeypatch: p
         _plan(tmp_path, _adi())
 
 
+@pytest.mark.needs_data
 def test_gate_cli_reports_a_bad_file_with_exit_status_2(data_env: Path, tmp_path: Path) -> None:
     document = _adi()
     document["checks"][0]["metrics"]["bm25"]["MAP@1000"] = 0.4
@@ -406,6 +415,7 @@ def test_gate_cli_reports_a_bad_file_with_exit_status_2(data_env: Path, tmp_path
     assert not (tmp_path / "out" / "adi").exists()  # refused before any run
 
 
+@pytest.mark.needs_data
 def test_committed_ci_baseline_is_consistent(data_env: Path) -> None:
     baseline = load_baseline(CI_BASELINE)
     assert [check.dataset for check in baseline.checks] == ["adi", "medline", "cranfield", "scifact"]

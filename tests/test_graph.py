@@ -663,6 +663,7 @@ def cisi(shared_datasets: Path):  # type: ignore[no-untyped-def]
     return store, embedder, [query.text for query in dataset.queries.values()][:40]
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize(
     "params",
     [
@@ -686,6 +687,7 @@ def test_batch_equals_single(cisi, params: dict[str, object]) -> None:  # type: 
         assert len({r.doc_id for r in results}) == len(results)
 
 
+@pytest.mark.needs_data
 def test_provenance_and_stats_on_a_real_corpus(cisi) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = cisi
     results = GraphRetriever(store, embedder).retrieve(queries[0], 100)
@@ -702,6 +704,7 @@ def test_provenance_and_stats_on_a_real_corpus(cisi) -> None:  # type: ignore[no
         assert path[0].src == result.provenance["origin"]
 
 
+@pytest.mark.needs_data
 def test_without_edges_it_is_vector_search_over_the_seeds(cisi) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = cisi
     bare = ContextStore(

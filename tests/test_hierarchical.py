@@ -353,6 +353,7 @@ def adi(shared_datasets: Path):  # type: ignore[no-untyped-def]
     return store, embedder, [query.text for query in dataset.queries.values()]
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize("top_k", [1, 10, 82])
 def test_oracle_equals_flat_dense_exactly(adi, top_k: int) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = adi
@@ -384,6 +385,7 @@ def test_oracle_equals_flat_dense_exactly(adi, top_k: int) -> None:  # type: ign
     ]
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize(
     "params",
     [
@@ -404,6 +406,7 @@ def test_batch_equals_single(adi, params) -> None:  # type: ignore[no-untyped-de
         assert keys == sorted(keys) and all(math.isfinite(r.score) for r in results)
 
 
+@pytest.mark.needs_data
 def test_directory_only_search_scores_few_nodes(adi) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = adi
     tree = store.tree

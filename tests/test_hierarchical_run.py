@@ -48,6 +48,7 @@ def test_provenance_stats_by_hand() -> None:
     assert provenance_stats({"q": results(None)}) == {}
 
 
+@pytest.mark.needs_data
 def test_run_writes_traversal_stats(
     shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,6 +102,7 @@ def test_experiments_compose(experiment: str) -> None:
     assert any(spec.target == "retrievers.hierarchical.HierarchicalRetriever" for spec in settings.retrievers)
 
 
+@pytest.mark.needs_data
 def test_multirun_sweep_table_shows_nodes_scored(shared_datasets: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     command = [
@@ -141,6 +143,7 @@ def test_multirun_sweep_table_shows_nodes_scored(shared_datasets: Path, tmp_path
     assert (sweep_dir / "best.yaml").is_file()
 
 
+@pytest.mark.needs_data
 def test_export_and_load_tuned_rebuild_the_same_tree(
     shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -345,6 +345,7 @@ def adi(shared_datasets: Path):  # type: ignore[no-untyped-def]
     return [query.text for query in dataset.queries.values()], store, chunked, embedder
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize("fusion", ["rrf", "convex", "combsum", "combmnz"])
 @pytest.mark.parametrize("chunked", [False, True])
 def test_batch_equals_single(adi, fusion: str, chunked: bool) -> None:  # type: ignore[no-untyped-def]
@@ -359,6 +360,7 @@ def test_batch_equals_single(adi, fusion: str, chunked: bool) -> None:  # type: 
     assert all(len(results) == 20 for results in batch[:5])
 
 
+@pytest.mark.needs_data
 def test_one_leg_weights_reproduce_the_flat_retrievers(adi) -> None:  # type: ignore[no-untyped-def]
     queries, store, _, embedder = adi
     dense_only = HybridRetriever(store, embedder, keyword_weight=0.0)

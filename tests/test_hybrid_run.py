@@ -49,6 +49,7 @@ def _trec(path: Path) -> dict[str, list[str]]:
     return ranking
 
 
+@pytest.mark.needs_data
 def test_reranker_object_from_config_and_fallbacks_in_metrics(
     shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,6 +82,7 @@ def test_reranker_object_from_config_and_fallbacks_in_metrics(
     assert metrics["hybrid"]["stats"]["fused_candidates"] >= 10.0
 
 
+@pytest.mark.needs_data
 def test_chunked_store_is_evaluated_at_document_level(
     shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -149,6 +151,7 @@ def test_reranker_group_options_build() -> None:
         assert type(reranker).__name__ == cls  # built lazily: no model is loaded here
 
 
+@pytest.mark.needs_data
 def test_multirun_over_keyword_weight_and_rrf_k(shared_datasets: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     command = [
@@ -180,6 +183,7 @@ def test_multirun_over_keyword_weight_and_rrf_k(shared_datasets: Path, tmp_path:
     assert float(grid[("1.0", "60")]["stats.vector_candidates"]) == 0  # the vector leg did not run
 
 
+@pytest.mark.needs_data
 def test_exported_hybrid_loads_through_load_tuned_and_reproduces_its_run(
     shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

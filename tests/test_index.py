@@ -21,8 +21,6 @@ from retrievers.index import BM25Index, ExactVectorIndex
 from retrievers.ranking import top_k_1d, top_k_rows
 from retrievers.text import tokenize
 
-SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
-
 
 def brute_force(scores: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[int]:
     """The ranking rule, spelled out: score desc, then index asc; only allowed items."""
@@ -284,16 +282,21 @@ def test_lucene_scores_equal_the_hand_computed_formula() -> None:
     np.testing.assert_allclose(scores, [0.67643397, 0.35074898, 0.26404698], rtol=1e-6)
 
 
-def load_scifact(n_docs: int, n_queries: int) -> tuple[list[str], list[str]]:
+def load_scifact(scifact: Path, n_docs: int, n_queries: int) -> tuple[list[str], list[str]]:
     texts: list[str] = []
-    with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as handle:
+    corpus = scifact / "corpus.jsonl.gz"  # the shared copy; BEIR's download is not compressed
+    with (
+        gzip.open(corpus, "rt", encoding="utf-8")
+        if corpus.is_file()
+        else open(scifact / "corpus.jsonl", encoding="utf-8")
+    ) as handle:
         for line in handle:
             record = json.loads(line)
             texts.append(f"{record['title']} {record['text']}")
             if len(texts) == n_docs:
                 break
     queries: list[str] = []
-    with open(SCIFACT / "queries.jsonl", encoding="utf-8") as handle:
+    with open(scifact / "queries.jsonl", encoding="utf-8") as handle:
         for line in handle:
             queries.append(json.loads(line)["text"])
             if len(queries) == n_queries:
@@ -302,11 +305,12 @@ def load_scifact(n_docs: int, n_queries: int) -> tuple[list[str], list[str]]:
 
 
 @pytest.fixture(scope="module")
-def scifact_small() -> tuple[list[str], list[str]]:
+def scifact_small(shared_datasets: Path) -> tuple[list[str], list[str]]:
     """The first 500 SciFact documents (title + " " + text) and the first 50 queries."""
-    return load_scifact(500, 50)
+    return load_scifact(shared_datasets / "scifact", 500, 50)
 
 
+@pytest.mark.needs_data
 def test_robertson_times_k1_plus_1_equals_rank_bm25_okapi_without_idf_floor(
     scifact_small: tuple[list[str], list[str]],
 ) -> None:
@@ -326,6 +330,7 @@ def test_robertson_times_k1_plus_1_equals_rank_bm25_okapi_without_idf_floor(
     assert matched > 1000  # the comparison is not vacuous
 
 
+@pytest.mark.needs_data
 def test_bm25plus_equals_rank_bm25_bm25plus(scifact_small: tuple[list[str], list[str]]) -> None:
     # Both: idf = ln((N + 1) / df), score = idf * (delta + tf * (k1 + 1) / (tf + k1 * norm)),
     # summed over query terms, including delta * idf for documents without the term.
@@ -368,6 +373,7 @@ def reference_bm25(
     return total
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
 def test_every_method_equals_its_published_formula(
     method: str, scifact_small: tuple[list[str], list[str]]
@@ -448,6 +454,7 @@ def test_search_returns_only_matching_documents_with_ties_by_lower_index() -> No
     assert scores[0] == scores[1] == scores[2] > 0
 
 
+@pytest.mark.needs_data
 def test_search_equals_brute_force_over_scores_with_mask(scifact_small: tuple[list[str], list[str]]) -> None:
     texts, queries = scifact_small
     index = BM25Index.build(texts)
@@ -463,6 +470,7 @@ def test_search_equals_brute_force_over_scores_with_mask(scifact_small: tuple[li
     assert nonempty > 40
 
 
+@pytest.mark.needs_data
 def test_search_batch_equals_single_queries(scifact_small: tuple[list[str], list[str]]) -> None:
     texts, queries = scifact_small
     index = BM25Index.build(texts)
@@ -488,6 +496,7 @@ def test_search_validates_its_inputs() -> None:
 # ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize("method", ["lucene", "bm25+"])
 @pytest.mark.parametrize("mmap", [True, False])
 def test_save_load_round_trip_gives_identical_scores(

@@ -17,7 +17,7 @@ from viking_eval.runner import run_experiment
 from viking_eval.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.needs_data]
 
 
 def test_quickstart_on_adi_with_minilm(

@@ -569,6 +569,7 @@ def cosqa_small(shared_datasets: Path) -> tuple[ContextStore, TfidfEmbedder, lis
     return ContextStore.build(documents, embedder), embedder, queries
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize("fusion", ["consensus", "rrf"])
 def test_batch_equals_single_on_locomo(locomo_small, fusion: str) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = locomo_small
@@ -582,6 +583,7 @@ def test_batch_equals_single_on_locomo(locomo_small, fusion: str) -> None:  # ty
     assert all(r.doc_id.startswith("conv-26_") for results in batch for r in results)
 
 
+@pytest.mark.needs_data
 def test_batch_equals_single_on_cosqa(cosqa_small) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = cosqa_small
     retriever = MultiStrategyRetriever(store, embedder, query_batch_size=16)

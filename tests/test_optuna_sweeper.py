@@ -223,6 +223,7 @@ def test_search_space_files_compose_with_their_experiment(search: str, experimen
 # --- studies end to end (subprocess, ADI) ---------------------------------------------------------
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -251,6 +252,7 @@ def test_bad_input_stops_before_any_trial(
     assert not (tmp_path / "optimization_results.yaml").exists()
 
 
+@pytest.mark.needs_data
 def test_tpe_study_reports_the_best_trial_folder(data_env: Path, tmp_path: Path) -> None:
     done = _multirun(
         tmp_path, "hparams_search=bm25_optuna", "hydra.sweeper.n_trials=6", "hydra.sweeper.seed=1"
@@ -279,6 +281,7 @@ def test_tpe_study_reports_the_best_trial_folder(data_env: Path, tmp_path: Path)
     assert chosen["tuned_on"]["value"] == results["best_value"]
 
 
+@pytest.mark.needs_data
 def test_resumed_study_runs_only_the_missing_trials(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     storage = f"sqlite:///{tmp_path / 'db' / 'optuna.db'}"
@@ -310,6 +313,7 @@ def test_resumed_study_runs_only_the_missing_trials(data_env: Path, tmp_path: Pa
     assert "trial 5 was left running" in third.stderr + third.stdout
 
 
+@pytest.mark.needs_data
 def test_failed_trials_are_marked_and_the_study_completes(data_env: Path, tmp_path: Path) -> None:
     # split 'nosplit' has no qrels: the job stops with a data error (sys.exit(2)); the grid runs both
     # points. (A value the config refuses, such as b = 2.0, never gets this far: the CLI's pre-flight
@@ -362,6 +366,7 @@ def _dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] >= b[0] and a[1] <= b[1] and a != b
 
 
+@pytest.mark.needs_data
 def test_nsga2_writes_the_pareto_front_of_quality_and_latency(data_env: Path, tmp_path: Path) -> None:
     done = _multirun(
         tmp_path,
@@ -394,6 +399,7 @@ def test_nsga2_writes_the_pareto_front_of_quality_and_latency(data_env: Path, tm
 # --- launchers ---------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_data
 def test_optuna_batches_through_the_joblib_launcher(data_env: Path, tmp_path: Path) -> None:
     # four grid points, two trials per batch in two worker processes; split nosplit exits in a worker
     done = _multirun(
@@ -425,6 +431,7 @@ def test_optuna_batches_through_the_joblib_launcher(data_env: Path, tmp_path: Pa
     assert results["best_value"] == _bm25(tmp_path / best)["metrics"]["nDCG@10"]
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize(
     "launcher",
     [
@@ -453,6 +460,7 @@ def test_four_point_sweep_through_a_parallel_launcher(
     assert len(set(bm25)) > 1  # each job ran its own k1
 
 
+@pytest.mark.needs_data
 def test_a_choice_the_config_refuses_stops_the_study_before_any_trial(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "study"
     done = _multirun(

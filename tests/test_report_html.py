@@ -60,6 +60,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.needs_data
 def test_significance_csv_matches_scipy_and_holm(smoke: tuple[RunSummary, Settings]) -> None:
     summary, _ = smoke
     rows = _rows(summary.output_dir / "significance.csv")
@@ -80,6 +81,7 @@ def test_significance_csv_matches_scipy_and_holm(smoke: tuple[RunSummary, Settin
     assert (r100["wins"], r100["ties"], r100["losses"], r100["significant"]) == ("10", "25", "0", "True")
 
 
+@pytest.mark.needs_data
 def test_markers_follow_the_primary_test(smoke: tuple[RunSummary, Settings]) -> None:
     summary, settings = smoke
     significance = summary.significance
@@ -98,6 +100,7 @@ def test_markers_follow_the_primary_test(smoke: tuple[RunSummary, Settings]) -> 
     )
 
 
+@pytest.mark.needs_data
 def test_latency_samples_stay_in_latency_json(smoke: tuple[RunSummary, Settings]) -> None:
     summary, _ = smoke
     latency = json.loads((summary.output_dir / "latency.json").read_text())["retrievers"]["bm25"]
@@ -107,6 +110,7 @@ def test_latency_samples_stay_in_latency_json(smoke: tuple[RunSummary, Settings]
     assert "samples_ms" not in metrics["retrievers"]["bm25"]["latency"]
 
 
+@pytest.mark.needs_data
 def test_run_baseline_chooses_the_baseline_and_is_validated(
     shared_datasets: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -181,6 +185,7 @@ def _decode_png(uri: str) -> np.ndarray:
     return matplotlib.image.imread(io.BytesIO(data), format="png")
 
 
+@pytest.mark.needs_data
 def test_report_html_is_self_contained_with_best_in_bold_and_markers(
     smoke: tuple[RunSummary, Settings],
 ) -> None:
@@ -214,6 +219,7 @@ def test_report_html_is_self_contained_with_best_in_bold_and_markers(
         assert pixels.shape[0] > 200 and pixels.shape[1] > 600 and pixels.std() > 0.05
 
 
+@pytest.mark.needs_data
 def test_report_html_without_latency_or_comparison(
     shared_datasets: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -304,6 +310,7 @@ def test_console_detection_catches_a_broken_page(tmp_path: Path) -> None:
     assert any("missing is not defined" in message for message in messages)
 
 
+@pytest.mark.needs_data
 @needs_chromium
 def test_report_html_in_headless_chromium(smoke: tuple[RunSummary, Settings], tmp_path: Path) -> None:
     summary, _ = smoke

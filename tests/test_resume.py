@@ -64,6 +64,7 @@ def _resumed(caplog: pytest.LogCaptureFixture) -> list[str]:
     ]
 
 
+@pytest.mark.needs_data
 def test_changed_qrels_are_rerun_and_the_log_names_the_file(
     adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -99,6 +100,7 @@ def test_changed_qrels_are_rerun_and_the_log_names_the_file(
     assert environment["dataset_files"]["qrels/test.tsv"] == after
 
 
+@pytest.mark.needs_data
 def test_changed_queries_are_rerun_and_the_log_names_the_file(
     adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -126,6 +128,7 @@ def test_changed_queries_are_rerun_and_the_log_names_the_file(
     ]
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize(
     ("override", "reason"),
     [
@@ -153,6 +156,7 @@ def test_every_setting_is_part_of_the_key(
     assert _resumed(caplog) == []
 
 
+@pytest.mark.needs_data
 def test_a_retriever_parameter_reruns_only_that_retriever(
     adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -164,6 +168,7 @@ def test_a_retriever_parameter_reruns_only_that_retriever(
     assert len(_resumed(caplog)) == 1 and "bm25" in _resumed(caplog)[0]
 
 
+@pytest.mark.needs_data
 def test_the_algorithm_version_is_part_of_the_key(
     adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -179,6 +184,7 @@ def test_the_algorithm_version_is_part_of_the_key(
     assert _reruns(caplog) == [f"rerunning bm25: algorithm.{target} changed ({json.dumps(old)} -> 99)"]
 
 
+@pytest.mark.needs_data
 def test_an_unchanged_rerun_is_resumed_and_keeps_the_original_cost(
     adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -200,6 +206,7 @@ def test_an_unchanged_rerun_is_resumed_and_keeps_the_original_cost(
     assert json.loads((out / "metrics.json").read_text())["wall_seconds"] == round(second.wall_seconds, 3)
 
 
+@pytest.mark.needs_data
 def test_a_marker_without_key_parts_is_rerun(
     adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -235,6 +242,7 @@ def test_key_differences_by_hand() -> None:
     assert ResumeKey(dict(saved)).digest != key.digest
 
 
+@pytest.mark.needs_data
 def test_an_unreadable_marker_is_rerun_and_named(
     adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

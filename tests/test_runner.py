@@ -34,6 +34,7 @@ def _settings(*overrides: str):  # type: ignore[no-untyped-def]
     return load_settings(cfg)
 
 
+@pytest.mark.needs_data
 def test_smoke_run_writes_every_output(data_env: Path, tmp_path: Path) -> None:
     summary = run_experiment(_settings(), tmp_path / "run", config_yaml="name: smoke\n")
     out = tmp_path / "run"
@@ -83,6 +84,7 @@ def test_smoke_run_writes_every_output(data_env: Path, tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
 
 
+@pytest.mark.needs_data
 def test_second_run_is_deterministic_and_embeds_nothing(data_env: Path, tmp_path: Path) -> None:
     first = run_experiment(_settings("run.latency.n_queries=0"), tmp_path / "a")
     second = run_experiment(_settings("run.latency.n_queries=0"), tmp_path / "b")
@@ -93,6 +95,7 @@ def test_second_run_is_deterministic_and_embeds_nothing(data_env: Path, tmp_path
     assert environment["cache_builds"] == 0
 
 
+@pytest.mark.needs_data
 def test_interrupted_run_resumes_without_redoing_finished_work(
     data_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,6 +127,7 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
     assert {result.name for result in summary.results} == {"bm25", "dense"}
 
 
+@pytest.mark.needs_data
 def test_changed_parameters_are_not_taken_from_an_old_result(data_env: Path, tmp_path: Path) -> None:
     run_experiment(_settings("run.latency.n_queries=0", "run.top_k=5"), tmp_path / "run")
     summary = run_experiment(_settings("run.latency.n_queries=0", "run.top_k=100"), tmp_path / "run")
@@ -133,6 +137,7 @@ def test_changed_parameters_are_not_taken_from_an_old_result(data_env: Path, tmp
     assert summary.results[0].metrics["R@100"] >= summary.results[0].metrics["R@10"]
 
 
+@pytest.mark.needs_data
 def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     command = [
@@ -193,6 +198,7 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
         assert recorded > 0 and resumed[job] >= recorded
 
 
+@pytest.mark.needs_data
 def test_cli_rejects_bad_parameter_with_range(data_env: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "viking_eval", "experiment=smoke", "run.top_k=0", f"hydra.run.dir={tmp_path}"],

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from viking_eval.data import load_dataset
 from viking_eval.splits import choose_split, take_half
+
+pytestmark = pytest.mark.needs_data  # every test here reads a shared dataset
 
 
 def test_auto_tune_split_per_dataset(shared_datasets: Path) -> None:

@@ -46,6 +46,7 @@ def smoke_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
+@pytest.mark.needs_data
 @pytest.mark.parametrize("retriever", ["bm25", "dense"])
 def test_load_tuned_in_fresh_process_reproduces_metrics(
     retriever: str, smoke_run: Path, tmp_path: Path, shared_datasets: Path
@@ -74,6 +75,7 @@ def test_load_tuned_in_fresh_process_reproduces_metrics(
     assert reproduced == expected  # exactly
 
 
+@pytest.mark.needs_data
 def test_export_picks_best_retriever_by_metric(smoke_run: Path, tmp_path: Path) -> None:
     document = yaml.safe_load(export(smoke_run, "best", out_dir=tmp_path).read_text())
     scores = json.loads((smoke_run / "metrics.json").read_text())["retrievers"]
