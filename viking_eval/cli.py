@@ -5,6 +5,7 @@
             validate everything (viking_eval.config) -- before any data is read
          -> the Hydra app (@hydra.main, the same argv) -> one program:
               run      evaluate the configured retrievers (the default)
+              benchmark  benchmark.datasets=[...]: every dataset's run, one table (viking_eval/benchmark.py)
               gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate.py)
               compare  gate.baseline_run=<folder>: evaluate, then gate against a stored run
 
@@ -107,8 +108,18 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
     mode = RunMode.MULTIRUN if multirun else RunMode.RUN
     base = compose_config(overrides, run_mode=mode, config_name=config_name, with_hydra=True)
     multirun = multirun or str(base.hydra.get("mode")) == "MULTIRUN"
+    if multirun and OmegaConf.select(base, "benchmark.datasets") is not None:
+        raise ConfigError(
+            "benchmark.datasets",
+            "a benchmark runs every dataset itself: drop -m (a multirun is a tuning sweep, whose jobs "
+            "evaluate the tuning split and pick a best configuration)",
+        )
     if not multirun:
-        _settings(base, multirun=False)
+        settings = _settings(base, multirun=False)
+        if settings.benchmark.datasets:  # every dataset's run composed and located now
+            from viking_eval.benchmark import check_benchmark
+
+            check_benchmark(settings, [str(line) for line in base.hydra.overrides.task])
         return
     task = [str(line) for line in base.hydra.overrides.task]
     hydra_overrides = [str(line) for line in base.hydra.overrides.hydra]
@@ -194,6 +205,14 @@ def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[st
     return gate.gate_from_settings(settings, output_dir, run=runner.run_experiment, overrides=overrides)
 
 
+def benchmark_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
+    """A benchmark (``benchmark.datasets=[...]``): every dataset's run, then one table
+    (viking_eval/benchmark.py); returns the exit status."""
+    from viking_eval import benchmark
+
+    return benchmark.benchmark_program(settings, output_dir, overrides=overrides)
+
+
 def gate_overrides(task_overrides: Sequence[str]) -> list[str]:
     """The command line's overrides a gate applies to its checks: all but the ones that choose
     the gate (``experiment=...``, ``gate.*``)."""
@@ -244,6 +263,12 @@ def app(cfg: DictConfig) -> Any:
     from viking_eval import runner
 
     with _marked_on_failure(output_dir):
+        if settings.benchmark.datasets:  # a benchmark (viking_eval/benchmark.py), not a sweep
+            sys.exit(
+                benchmark_program(
+                    settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]
+                )
+            )
         if settings.gate.baseline is not None:
             overrides = gate_overrides([str(line) for line in hydra_cfg.overrides.task])
             sys.exit(gate_program(settings, output_dir, overrides=overrides))

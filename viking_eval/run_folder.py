@@ -4,7 +4,8 @@ A run folder holds ``config.yaml`` (resolved), ``environment.json``, ``runs/<ret
 ``results/<retriever>.json`` (the marker that a retriever is finished, with the resume key that
 produced it), ``metrics.json`` + ``metrics.csv``, ``per_query.csv``, ``latency.json``,
 ``significance.csv``, ``report.md`` and ``report.html`` (rendered by ``report/``), and, as a
-sweep job, ``sweep_job.json`` (which sweep command finished it). ``metrics.json`` is a stable
+sweep job, ``sweep_job.json`` (which sweep command finished it). A benchmark folder holds run
+folders and ``benchmark.json``/``.csv``/``.md``/``.html`` (see "benchmark folders" below). ``metrics.json`` is a stable
 contract::
 
     {"dataset": ..., "split": ..., "n_queries": ..., "data_issues": {...}, "wall_seconds": ...,
@@ -31,12 +32,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from retrievers.types import RetrievalResult, sort_key
 from viking_eval import io
+from viking_eval.benchmark_table import comparison_record
+from viking_eval.report.benchmark import CSV_COLUMNS as BENCHMARK_COLUMNS
+from viking_eval.report.benchmark import benchmark_html, benchmark_markdown
+from viking_eval.report.benchmark import csv_rows as benchmark_rows
 from viking_eval.report.html import report_html
 from viking_eval.report.markdown import report_markdown
 from viking_eval.results import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
 from viking_eval.significance import CSV_COLUMNS, csv_rows
 
 if TYPE_CHECKING:
+    from viking_eval.benchmark_table import BenchmarkTable
     from viking_eval.config import Settings
 
 MARKER_FORMAT = 2  # 1: {"spec_key": <hash>, **result}; 2: key parts, cost, result
@@ -199,6 +205,83 @@ def write_gate_report(folder: Path, text: str, rows: Sequence[Sequence[str]]) ->
     formatted by the gate)."""
     io.write_text(folder / "gate.txt", text)
     io.write_text(folder / "gate.csv", "\n".join(",".join(row) for row in rows) + "\n")
+
+
+# --------------------------------------------------------------------------- benchmark folders
+# A benchmark folder (viking_eval/benchmark.py) holds one run folder per dataset (and variant),
+# written by the runner as any run, and the table over them: benchmark.json (a stable contract,
+# below), benchmark.csv (one row per retriever, dataset and metric), benchmark.md, benchmark.html.
+
+BENCHMARK_FILE = "benchmark.json"
+BENCHMARK_FORMAT = 1
+
+
+def benchmark_document(table: BenchmarkTable, environment: Mapping[str, Any]) -> dict[str, Any]:
+    """benchmark.json::
+
+    {"format": 1, "kind": "benchmark", "name": ..., "datasets": [...], "rows": [...],
+     "baseline": ..., "metrics": [...], "variants": {name: [overrides]},
+     "table": {row: {dataset: {"metrics": {...}, "latency": {"p50_ms": ...}}}},
+     "mean": {row: {metric: mean over datasets}},
+     "significance": {"test", "correction", "alpha", "family_size", "comparisons": [...]},
+     "runs": [{"dataset", "variant", "folder", "split", "n_queries", "wall_seconds", "rows",
+               "data_files"}],
+     "wall_seconds": ..., "environment": {...}}
+    """
+    settings = table.settings
+    return {
+        "format": BENCHMARK_FORMAT,
+        "kind": "benchmark",
+        "name": table.name,
+        "datasets": list(table.datasets),
+        "rows": list(table.rows),
+        "baseline": table.baseline,
+        "metrics": list(table.metrics),
+        "variants": {name: list(overrides) for name, overrides in table.variants.items()},
+        "table": {
+            row: {
+                dataset: {"metrics": metrics, "latency": table.latency.get(row, {}).get(dataset, {})}
+                for dataset, metrics in table.values.get(row, {}).items()
+            }
+            for row in table.rows
+        },
+        "mean": {row: {metric: table.mean(row, metric) for metric in table.metrics} for row in table.rows},
+        "significance": {
+            "test": settings.test,
+            "correction": settings.correction,
+            "alpha": settings.alpha,
+            "family_size": table.family_size(),
+            "comparisons": [
+                comparison_record(dataset, comparison)
+                for dataset, report in table.significance.items()
+                for comparison in report.comparisons
+                if comparison.test == settings.test
+            ],
+        },
+        "runs": [asdict(run) for run in table.runs],
+        "wall_seconds": round(table.wall_seconds, 3),
+        "environment": dict(environment),
+    }
+
+
+def write_benchmark(folder: Path, table: BenchmarkTable, environment: Mapping[str, Any]) -> None:
+    """benchmark.json, benchmark.csv, benchmark.md and benchmark.html of a finished benchmark."""
+    io.write_json(folder / BENCHMARK_FILE, benchmark_document(table, environment))
+    io.write_text(folder / "benchmark.csv", _csv_text(BENCHMARK_COLUMNS, benchmark_rows(table)))
+    io.write_text(folder / "benchmark.md", benchmark_markdown(table))
+    io.write_text(folder / "benchmark.html", benchmark_html(table, dict(environment)))
+
+
+def is_benchmark_folder(folder: Path) -> bool:
+    return (folder / BENCHMARK_FILE).is_file()
+
+
+def read_benchmark(folder: Path) -> dict[str, Any]:
+    """benchmark.json, checked for its format."""
+    document = _read_json(folder / BENCHMARK_FILE)
+    if document.get("format") != BENCHMARK_FORMAT or document.get("kind") != "benchmark":
+        raise RunFolderError(f"{folder / BENCHMARK_FILE}: not a benchmark file of format {BENCHMARK_FORMAT}")
+    return document
 
 
 # --------------------------------------------------------------------------- reading finished runs

@@ -11,6 +11,7 @@
 from viking_eval.config.compose import SCHEMA_NAME, register_schema
 from viking_eval.config.errors import ConfigError
 from viking_eval.config.settings import (
+    BenchmarkSettings,
     ConfigFile,
     DatasetSettings,
     GateSettings,
@@ -31,6 +32,7 @@ register_schema()
 
 __all__ = [
     "SCHEMA_NAME",
+    "BenchmarkSettings",
     "ConfigError",
     "ConfigFile",
     "DatasetSettings",

@@ -32,6 +32,7 @@ from viking_eval.metrics import Metric, MetricError, parse_metrics
 from viking_eval.significance import SignificanceSettings
 
 __all__ = [
+    "BenchmarkSettings",
     "ConfigError",
     "ConfigFile",
     "DatasetSettings",
@@ -63,7 +64,12 @@ class DatasetSettings(Params):
     ``category_name``). Only query text ever reaches a retriever, never query metadata.
 
     ``tune_split``, ``partition_key``, ``partition_seed``: which queries sweeps and studies
-    evaluate (see viking_eval/splits.py); single runs always evaluate ``split``."""
+    evaluate (see viking_eval/splits.py); single runs always evaluate ``split``.
+
+    ``download``: ``auto`` fetches a dataset that is found nowhere but that the registry can
+    download (SciFact and the other BEIR datasets) into the data folder before the run;
+    ``never`` stops with the one-line message saying how to get it (so does
+    ``VIKING_EVAL_DOWNLOAD=never``). It does not change results: not part of the resume key."""
 
     SECTION = "dataset"
 
@@ -77,6 +83,7 @@ class DatasetSettings(Params):
     tune_split: str | None = param("auto", non_empty=True)
     partition_key: str | None = param(None, non_empty=True)
     partition_seed: int = param(0, low=0, high=2**32 - 1)
+    download: str = param("auto", choices=("auto", "never"), doc="fetch a missing registry dataset")
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,27 @@ class GateSettings(Params):
 
 
 @dataclass(frozen=True)
+class BenchmarkSettings(Params):
+    """Benchmark mode (viking_eval/benchmark.py): ``datasets`` set runs the configured retrievers
+    over each of them, one normal run folder per dataset, and writes one table retriever x dataset
+    (benchmark.json/.csv/.md/.html). An entry is a dataset config (conf/dataset/<entry>.yaml) or a
+    dataset name or folder found as ``dataset.name`` is. ``variants``: more rows from the same
+    datasets, each a name and the overrides that make it (``static: [embedder=static,
+    '~retrievers.bm25']`` gives ``dense@static``), for what one run cannot hold (one embedder per
+    store). A benchmark is one command, not a multirun: ``-m`` runs a tuning sweep."""
+
+    SECTION = "benchmark"
+
+    datasets: tuple[str, ...] | None = param(None, non_empty=True, unique=True, doc="null = not a benchmark")
+    variants: Mapping[str, tuple[str, ...]] = param(factory=dict, doc="name -> overrides of its runs")
+
+    def check(self) -> None:
+        for name in self.variants:
+            if not name or not all(char.isalnum() or char in "_-" for char in name):
+                raise self.fail("variants", f"names are letters, digits, _ and -, got {name!r}")
+
+
+@dataclass(frozen=True)
 class ConfigFile(Params):
     """The top level of a composed config: the schema Hydra checks at composition (registered as
     ``viking_eval_schema``, the first entry of conf/config.yaml's defaults). ``store``,
@@ -169,6 +197,7 @@ class ConfigFile(Params):
     run: RunSettings = param(factory=RunSettings)
     sweep: SweepSettings = param(factory=SweepSettings)
     gate: GateSettings = param(factory=GateSettings)
+    benchmark: BenchmarkSettings = param(factory=BenchmarkSettings)
     cache_dir: str | None = param(None, doc="null = VIKING_EVAL_CACHE or ~/.cache/viking_eval")
     show_progress: bool | None = param(None, doc="null = progress bars only on a terminal")
 
@@ -196,6 +225,7 @@ class Settings:
     show_progress: bool | None
     gate: GateSettings = field(default_factory=GateSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
+    benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
 
 
 # --------------------------------------------------------------------------- nodes the config chooses
@@ -477,6 +507,7 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
         show_progress=top.show_progress,
         gate=top.gate,
         sweep=top.sweep,
+        benchmark=top.benchmark,
     )
 
 
