@@ -426,14 +426,15 @@ def test_unknown_dataset_lists_folders_and_names(tmp_path: Path, monkeypatch: py
     with pytest.raises(DataError) as info:
         resolve_dataset("nosuch", tmp_path / "repo")
     message = str(info.value)
-    first_line = message.splitlines()[0]
-    # the first line stands alone: the name, what is wrong, what exists, what to do
-    assert first_line.startswith("nosuch: dataset not found in ")
-    assert "datasets there: alpha, zeta" in first_line
-    assert "VIKING_EVAL_DATA" in first_line and "python -m viking_eval.download nosuch" in first_line
+    # one line: the name, what is wrong, the folders searched, what exists, what to do
+    assert "\n" not in message
+    assert message.startswith("nosuch: dataset not found in 4 folder(s) searched: ")
+    assert "datasets there: alpha, zeta" in message
+    assert "set VIKING_EVAL_DATA to a folder holding nosuch/" in message  # not in the registry
+    assert "python -m viking_eval.download nosuch" not in message
     assert info.value.path == Path("nosuch") and info.value.line is None
     assert str(tmp_path / "one") in message
-    assert f"{tmp_path / 'missing'}  (does not exist)" in message
+    assert f"{tmp_path / 'missing'} (does not exist)" in message
     assert str(tmp_path / "repo") in message
     assert message.index(str(tmp_path / "one")) < message.index(str(tmp_path / "repo"))
     assert "not_a_dataset" not in message

@@ -8,8 +8,9 @@ file and line, or a counted, reported :class:`DataIssues` entry with a :class:`D
 
 Every :class:`DataError` is one line, ``<file>:<line>: <what>`` (``<file>: <what>`` where no line
 applies: a missing file or split, an empty file, a damaged gzip header, a checksum), with the
-same location in its ``path`` and ``line`` attributes. The one exception is a dataset name that is
-not found: its first line is self-contained and the folders searched follow on further lines.
+same location in its ``path`` and ``line`` attributes. A dataset name that is not found is a
+:class:`DatasetNotFound`: the name, the folders searched and how to get that dataset (download,
+converter or ``VIKING_EVAL_DATA``), on one line.
 
 Rules beyond JSON well-formedness, and why:
 
@@ -28,7 +29,8 @@ Rules beyond JSON well-formedness, and why:
   without ``CHECKSUMS.json`` has nothing to verify.
 
 Datasets are found by name through ``VIKING_EVAL_DATA`` (a ``:``-separated list of folders), then
-the repository's ``datasets/`` folder; a directory path is used as is.
+the repository's ``datasets/`` folder, then the data folder (:func:`data_home`); a directory path
+is used as is. Fetching a missing dataset is :func:`viking_eval.download.find_or_download`'s job.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ __all__ = [
     "DataError",
     "DataIssues",
     "DataWarning",
+    "DatasetNotFound",
     "Query",
     "data_home",
     "data_search_path",
@@ -105,6 +108,41 @@ def _error(path: Path, what: str, line: int | None = None) -> DataError:
     """A :class:`DataError` ``<path>:<line>: <what>`` (or ``<path>: <what>``) with its location."""
     where = f"{path}:{line}" if line is not None else str(path)
     return DataError(f"{where}: {what}", path=path, line=line)
+
+
+class DatasetNotFound(DataError):
+    """A dataset name found in none of the folders searched (``folders``, in order). The message
+    is one line: the name, the folders, the datasets they hold and how to get this one. Made by
+    :meth:`searched`; pickles like any :class:`DataError` (Hydra launchers send errors between
+    processes)."""
+
+    name: str = ""
+    folders: tuple[Path, ...] = ()
+
+    @classmethod
+    def searched(cls, name: str, folders: list[Path]) -> DatasetNotFound:
+        where = ", ".join(
+            f"{folder}{'' if _quietly(_is_dir, folder) else ' (does not exist)'}" for folder in folders
+        )
+        found = sorted({found for folder in folders for found in _dataset_names(folder)})
+        error = cls(
+            f"{name}: dataset not found in {len(folders)} folder(s) searched: {where} (datasets there: "
+            f"{', '.join(found) if found else 'none'}); {_how_to_get(name)}",
+            path=Path(name),
+        )
+        error.name, error.folders = name, tuple(folders)
+        return error
+
+
+def _how_to_get(name: str) -> str:
+    """What to do about a missing dataset: its download or converter command, else a folder."""
+    try:
+        from viking_eval.download import how_to_get
+    except ImportError:  # a partial installation: the generic advice still holds
+        how_to_get = None
+    if how_to_get is not None:
+        return how_to_get(name)
+    return f"set {DATA_ENV} to a folder holding {name}/, or give a folder path"
 
 
 class DataWarning(UserWarning):
@@ -287,18 +325,7 @@ def resolve_dataset(name_or_path: str, repo_datasets: Path | None = None) -> Pat
         candidate = folder / name_or_path
         if _quietly(_is_dir, candidate):
             return candidate
-    searched = "\n".join(
-        f"  {folder}{'' if _quietly(_is_dir, folder) else '  (does not exist)'}" for folder in folders
-    )
-    found = sorted({name for folder in folders for name in _dataset_names(folder)})
-    # the first line alone says what is wrong and what to do; the folders follow for detail
-    raise DataError(
-        f"{name_or_path}: dataset not found in {len(folders)} folder(s) searched "
-        f"(datasets there: {', '.join(found) if found else 'none'}); set {DATA_ENV} to a folder "
-        f"holding {name_or_path}/, pass a folder path, or run `python -m viking_eval.download "
-        f"{name_or_path}`.\nFolders searched, in order:\n{searched}",
-        path=Path(name_or_path),
-    )
+    raise DatasetNotFound.searched(name_or_path, folders)
 
 
 # --------------------------------------------------------------------------- reading files

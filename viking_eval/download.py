@@ -1,6 +1,14 @@
 """Download a public BEIR dataset listed in ``datasets/registry.yaml``.
 
-Usage: ``python -m viking_eval.download NAME [--dest DIR] [--registry PATH] [--url URL]``.
+Usage: ``python -m viking_eval.download NAME [--dest DIR] [--registry PATH] [--url URL]``. The
+default destination is the data folder (:func:`viking_eval.data.data_home`,
+``~/.local/share/viking_eval/datasets``), which is searched by name.
+
+**Data by name.** :func:`find_or_download` is how a run finds its dataset: by name along the
+search path, else -- when the registry can download it and downloads are allowed
+(``dataset.download=auto``, the default, and ``VIKING_EVAL_DOWNLOAD`` is not ``never``) -- by
+downloading it into the data folder first. Offline, or with downloads off, the error is one line
+saying how to get the dataset (:func:`how_to_get`).
 
 The archive is streamed to a temporary file inside the destination while its sha256 is
 computed, checked against the registry (when the registry knows the checksum), unpacked into a
@@ -49,16 +57,29 @@ import yaml
 from filelock import FileLock, Timeout
 from tqdm import tqdm
 
-from viking_eval.data import CHECKSUMS_FILE, DATA_ENV, DataError, record_checksums
+from viking_eval.data import (
+    CHECKSUMS_FILE,
+    DATA_ENV,
+    DataError,
+    DatasetNotFound,
+    data_home,
+    data_search_path,
+    record_checksums,
+    resolve_dataset,
+)
 
 __all__ = [
-    "DEFAULT_DEST",
     "DEFAULT_REGISTRY",
+    "DOWNLOAD_ENV",
+    "DOWNLOAD_MODES",
     "DownloadError",
     "ExtractLimits",
     "Registry",
     "RegistryEntry",
     "download_dataset",
+    "downloads_allowed",
+    "find_or_download",
+    "how_to_get",
     "load_registry",
     "main",
     "safe_extract_zip",
@@ -66,7 +87,10 @@ __all__ = [
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REGISTRY = _REPO_ROOT / "datasets" / "registry.yaml"
-DEFAULT_DEST = _REPO_ROOT / "datasets"
+DOWNLOAD_ENV = "VIKING_EVAL_DOWNLOAD"
+"""Environment variable: ``never`` turns automatic downloads off whatever the config says."""
+DOWNLOAD_MODES = ("auto", "never")
+"""``dataset.download``: ``auto`` fetches a missing registry dataset into the data folder."""
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -563,6 +587,84 @@ def _fetch_and_unpack(
             shutil.rmtree(unpack_dir, ignore_errors=True)
 
 
+# --------------------------------------------------------------------------- data by name
+
+
+def downloads_allowed(mode: str) -> bool:
+    """Whether a missing dataset may be fetched: ``mode`` (``dataset.download``) is ``auto`` and
+    ``VIKING_EVAL_DOWNLOAD`` does not say ``never`` (the tests and CI set it)."""
+    if mode not in DOWNLOAD_MODES:
+        raise ValueError(f"dataset.download must be one of {list(DOWNLOAD_MODES)}, got {mode!r}")
+    env = os.environ.get(DOWNLOAD_ENV, "").strip().lower()
+    if env and env not in DOWNLOAD_MODES:
+        raise DataError(f"{DOWNLOAD_ENV}={env!r}: must be one of {list(DOWNLOAD_MODES)} (or unset)")
+    return mode == "auto" and env != "never"
+
+
+def how_to_get(name: str, registry: Path | None = None) -> str:
+    """One clause saying how to get dataset ``name``: its download command when the registry has
+    a URL for it, its converter command when it is rebuilt from a raw release, else a folder."""
+    folder_advice = f"set {DATA_ENV} to a folder holding {name}/"
+    try:
+        entry = load_registry(registry).datasets.get(name)
+    except DataError:  # a broken registry is reported where it is used, not here
+        entry = None
+    if entry is not None and entry.url is not None:
+        return f"download it with python -m viking_eval.download {name} (needs internet) or {folder_advice}"
+    from viking_eval.convert import CONVERTERS  # imports this module: not at the top
+
+    spec = CONVERTERS.get(name)
+    if spec is not None:
+        raw = " ".join(raw_file.name for raw_file in spec.raw)
+        return (
+            f"build it from its public release with python -m viking_eval.convert {name} {raw} "
+            f"(python -m viking_eval.convert --help says where to get {raw}) or {folder_advice}"
+        )
+    return (
+        f"{folder_advice}, or give its folder (dataset.path=...); python -m viking_eval.download --list "
+        "lists the datasets that can be downloaded"
+    )
+
+
+def find_or_download(
+    name_or_path: str,
+    *,
+    download: str = "never",
+    registry: Path | None = None,
+    dest: Path | None = None,
+) -> Path:
+    """The folder of a dataset (:func:`viking_eval.data.resolve_dataset`). When it is not found,
+    the registry can download it and :func:`downloads_allowed` (``download="auto"``), it is
+    downloaded into ``dest`` (default: the data folder, last on the search path) first, with a
+    progress bar and the registry's checksums. Offline, a failed download is one
+    :class:`DataError` line saying how to get the dataset; nothing half-written stays behind."""
+    try:
+        return resolve_dataset(name_or_path)
+    except DatasetNotFound as missing:
+        if not downloads_allowed(download):
+            raise
+        entry = load_registry(registry).datasets.get(missing.name)
+        if entry is None or entry.url is None:
+            raise
+        name = missing.name
+        target = Path(dest) if dest is not None else data_home()
+        print(
+            f"{name}: not found locally; downloading it from {entry.url} into {target / name} "
+            f"(dataset.download=never or {DOWNLOAD_ENV}=never turns this off)",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            return download_dataset(name, target, registry=registry)
+        except DownloadError as error:
+            raise DataError(
+                f"{name}: dataset not found, and downloading it failed ({error}); download it with "
+                f"python -m viking_eval.download {name} (needs internet) or set {DATA_ENV} to a folder "
+                f"holding {name}/",
+                path=Path(name),
+            ) from error
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -575,7 +677,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("name", nargs="?", help="dataset name, e.g. scifact")
     parser.add_argument(
-        "--dest", type=Path, default=DEFAULT_DEST, help=f"parent folder (default: {DEFAULT_DEST})"
+        "--dest",
+        type=Path,
+        default=None,
+        help=f"parent folder (default: the data folder, {data_home()}, searched by name)",
     )
     parser.add_argument(
         "--registry", type=Path, default=None, help=f"registry YAML (default: {DEFAULT_REGISTRY})"
@@ -613,7 +718,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         except ValueError as exc:
             parser.error(str(exc))
-        folder = download_dataset(args.name, args.dest, registry=args.registry, url=args.url, limits=limits)
+        dest = args.dest if args.dest is not None else data_home()
+        folder = download_dataset(args.name, dest, registry=args.registry, url=args.url, limits=limits)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -622,8 +728,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     parent = folder.resolve().parent
     print(f"{args.name} is in {folder.resolve()}")
-    if parent == DEFAULT_DEST.resolve():
-        print(f"The repository's datasets/ folder is searched by default: load it as {args.name!r}.")
+    if parent in {searched.resolve() for searched in data_search_path()}:
+        print(f"That folder is searched by name: load it as {args.name!r} (dataset={args.name}).")
     else:
         print(f"To load it by name, add its parent folder to {DATA_ENV}, e.g.:")
         print(f'  export {DATA_ENV}="{parent}${{{DATA_ENV}:+:${DATA_ENV}}}"')

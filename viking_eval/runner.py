@@ -368,7 +368,10 @@ def resume_key(
                 "sha256": hashlib.sha256(json.dumps(query_ids).encode("utf-8")).hexdigest(),
             },
             "split": dataset.split,
-            "dataset": dataclasses.asdict(settings.dataset),
+            # dataset.download decides whether a missing dataset is fetched, not what is evaluated
+            "dataset": {
+                key: value for key, value in dataclasses.asdict(settings.dataset).items() if key != "download"
+            },
             "retriever": {"target": spec.target, "params": spec.params},
             "algorithm": algorithm_versions(spec),
             "embedder": {"config": settings.embedder, "name": embedder.name},
@@ -414,6 +417,7 @@ def run_experiment(
         strict=settings.dataset.strict,
         partition_key=settings.dataset.partition_key,
         partition_seed=settings.dataset.partition_seed,
+        download=settings.dataset.download,
     )
     embedder = _embedder_for(settings, dataset, embedder_factory)
     stores = StoreLoader(settings, dataset, embedder, cache)

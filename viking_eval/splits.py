@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from viking_eval.data import BeirDataset, load_dataset, resolve_dataset
+from viking_eval.data import BeirDataset, load_dataset
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +105,14 @@ def load_for_phase(
     strict: bool = False,
     partition_key: str | None = None,
     partition_seed: int = 0,
+    download: str = "never",
 ) -> tuple[BeirDataset, SplitChoice]:
-    choice = choose_split(
-        resolve_dataset(name_or_path), phase, split=split, tune_split=tune_split, partition_key=partition_key
-    )
+    """The dataset a ``phase`` evaluates. ``download="auto"`` first fetches a dataset that is
+    found nowhere but that the registry can download (viking_eval.download.find_or_download)."""
+    from viking_eval.download import find_or_download
+
+    folder = find_or_download(name_or_path, download=download)
+    choice = choose_split(folder, phase, split=split, tune_split=tune_split, partition_key=partition_key)
     if choice.on_reported_split:
         log.warning(
             "tuning on the reported split %r overfits it; set dataset.tune_split (e.g. train, dev or partition)",
