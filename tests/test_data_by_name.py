@@ -121,7 +121,7 @@ def test_download_never_and_the_environment_switch_stop_with_how_to_get_it(
 
 
 def test_offline_is_one_line_and_leaves_nothing(
-    downloads: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    downloads: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = unreachable_url().removesuffix("/v1") + "/tiny.zip"
     monkeypatch.setattr(download_module, "DEFAULT_REGISTRY", _registry(tmp_path, url))
@@ -135,6 +135,7 @@ def test_offline_is_one_line_and_leaves_nothing(
         "to a folder holding tiny/"
     )
     assert sorted(path.name for path in downloads.iterdir()) == [".tiny.lock"]  # no partial download
+    assert "downloading" not in capsys.readouterr().err  # announced only once a server answers
 
 
 def test_how_to_get_a_dataset_says_download_convert_or_folder() -> None:

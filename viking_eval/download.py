@@ -360,12 +360,15 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stream(url: str, sink: Path, desc: str) -> str:
-    """Write the body of ``url`` to ``sink``; return its sha256."""
+def _stream(url: str, sink: Path, desc: str, announce: str | None = None) -> str:
+    """Write the body of ``url`` to ``sink``; return its sha256. ``announce`` is printed to
+    stderr once the server answers (so that an offline machine sees only the error)."""
     digest = hashlib.sha256()
     received = 0
     try:
         with urllib.request.urlopen(url, timeout=60) as response, open(sink, "wb") as out:
+            if announce:
+                print(announce, file=sys.stderr, flush=True)
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             with tqdm(
@@ -484,6 +487,7 @@ def download_dataset(
     url: str | None = None,
     limits: ExtractLimits | None = None,
     lock_timeout: float | None = None,
+    announce: str | None = None,
 ) -> Path:
     """Download dataset ``name`` into ``dest/name`` and return that folder.
 
@@ -491,7 +495,8 @@ def download_dataset(
     not in the registry can be downloaded only with an explicit ``url`` (no checksum then).
     If ``dest/name`` already holds a corpus nothing is downloaded. ``limits`` caps unpacking
     (:class:`ExtractLimits`); ``lock_timeout`` bounds the wait for another download of the same
-    dataset (``None``: wait until it ends).
+    dataset (``None``: wait until it ends). ``announce`` is printed to stderr when the transfer
+    starts.
     """
     if not _NAME_RE.fullmatch(name):
         raise DataError(f"dataset name {name!r} must be a plain folder name matching {_NAME_RE.pattern}")
@@ -532,7 +537,7 @@ def download_dataset(
         if target.exists():  # the download we waited for put it there
             return _existing(target, name)
         _remove_stale_partials(dest, name, before=time.time())
-        _fetch_and_unpack(name, source, target, expected_sha, expected_files, limits)
+        _fetch_and_unpack(name, source, target, expected_sha, expected_files, limits, announce)
     return target
 
 
@@ -543,6 +548,7 @@ def _fetch_and_unpack(
     expected_sha: str | None,
     expected_files: Mapping[str, str],
     limits: ExtractLimits | None,
+    announce: str | None = None,
 ) -> None:
     """Download, verify and unpack into a temporary folder beside ``target``, then rename it
     into place: ``target`` never holds a partial dataset. The caller holds the dataset's lock."""
@@ -553,7 +559,7 @@ def _fetch_and_unpack(
     unpack_dir: Path | None = None
     try:
         unpack_dir = Path(tempfile.mkdtemp(dir=dest, prefix=f".{name}.", suffix=".unpack"))
-        actual_sha = _stream(source, archive, desc=name)
+        actual_sha = _stream(source, archive, desc=f"download {name}", announce=announce)
         if expected_sha is not None and actual_sha != expected_sha:
             raise DataError(
                 f"{source}: sha256 mismatch: expected {expected_sha} (registry datasets.{name}.sha256), "
@@ -648,14 +654,12 @@ def find_or_download(
             raise
         name = missing.name
         target = Path(dest) if dest is not None else data_home()
-        print(
+        announce = (
             f"{name}: not found locally; downloading it from {entry.url} into {target / name} "
-            f"(dataset.download=never or {DOWNLOAD_ENV}=never turns this off)",
-            file=sys.stderr,
-            flush=True,
+            f"(dataset.download=never or {DOWNLOAD_ENV}=never turns this off)"
         )
         try:
-            return download_dataset(name, target, registry=registry)
+            return download_dataset(name, target, registry=registry, announce=announce)
         except DownloadError as error:
             raise DataError(
                 f"{name}: dataset not found, and downloading it failed ({error}); download it with "
