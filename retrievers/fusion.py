@@ -24,7 +24,12 @@ Sources:
   "An analysis of fusion functions for hybrid retrieval", ACM TOIS 2023 (they find it more
   robust than RRF when tuned; z-score normalisation is their "z" variant).
 * Consensus fusion (the multi-strategy seed design): the mean of a document's weighted,
-  normalised scores plus a boost per extra list that found it, capped at 1.
+  normalised scores plus a boost per extra list that found it, capped at 1; its max-based variant
+  (CombMAX, Fox & Shaw 1994, plus the same boost), which a weak list cannot drag down; and the
+  seed's own raw weighted average (Memory-Arc's ``_fuse_results``), kept to reproduce the seed.
+* Context fusion (sentence-window retrieval, e.g. LlamaIndex's ``SentenceWindowNodeParser``, and
+  score propagation over a document graph): a document's score plus a share of its best
+  neighbour's, so the turn that answers a matching question ranks next to it.
 """
 
 from __future__ import annotations
@@ -42,10 +47,15 @@ __all__ = [
     "comb_mnz",
     "comb_sum",
     "consensus_fuse",
+    "context_fusion",
     "convex_combination",
+    "edge_neighbours",
+    "max_consensus_fuse",
+    "neighbour_graph",
     "normalize_scores",
     "ranked",
     "reciprocal_rank_fusion",
+    "weighted_average_fusion",
 ]
 
 Normalization = Literal["minmax", "zscore", "max"]
@@ -240,3 +250,157 @@ def consensus_fuse(contributions: Sequence[float], consensus_boost: float) -> fl
         raise ValueError("consensus_fuse needs at least one contribution")
     mean = math.fsum(contributions) / len(contributions)
     return min(mean + consensus_boost * (len(contributions) - 1), 1.0)
+
+
+def max_consensus_fuse(contributions: Sequence[float], consensus_boost: float) -> float:
+    """``min(max(contributions) + consensus_boost * (n - 1), 1.0)`` for a document found by
+    ``n = len(contributions)`` lists: CombMAX (Fox & Shaw 1994) with the consensus boost of
+    :func:`consensus_fuse`. A list that found the document with a low score cannot pull it below
+    its best list's score, as the mean does. E.g. 0.85, 0.72 and 0.68 with a boost of 0.05 give
+    ``min(0.85 + 0.1, 1) = 0.95``; 0.9 and 0.1 give 0.95, where the mean gives ``0.5 + 0.05``."""
+    if not contributions:
+        raise ValueError("max_consensus_fuse needs at least one contribution")
+    return min(max(contributions) + consensus_boost * (len(contributions) - 1), 1.0)
+
+
+def weighted_average_fusion(
+    runs: Sequence[Mapping[Item, float]],
+    weights: Sequence[float] | None = None,
+    *,
+    consensus_boost: float = 0.1,
+) -> dict[Item, float]:
+    """The Memory-Arc seed's fusion as written (``MultiStrategyRetrieval._fuse_results``), raw
+    scales and all: each list's *raw* score times its weight, ``c_i(d) = w_i * s_i(d)``; a
+    document found by one list keeps ``c_i(d)`` (not capped: a weight above 1 can push it past
+    every document found by several lists); one found by ``n >= 2`` lists gets
+    ``min(mean_i c_i(d) + consensus_boost * (n - 1), 1.0)``. E.g. raw 0.85 (weight 1.0) and 0.6
+    (weight 1.2) give ``min((0.85 + 0.72) / 2 + 0.1, 1) = 0.885``, and a document only the
+    second list found with raw 0.9 scores ``1.08``.
+
+    Scores must be finite; a run must not hold an item twice (a mapping cannot)."""
+    if isinstance(consensus_boost, bool) or not isinstance(consensus_boost, int | float):
+        raise ValueError(f"consensus_boost must be a number, got {consensus_boost!r}")
+    leg_weights = _check_weights(weights, len(runs))
+    found: dict[Item, list[float]] = {}
+    for leg, (run, weight) in enumerate(zip(runs, leg_weights, strict=True)):
+        for item, score in run.items():
+            if not math.isfinite(score):
+                raise ValueError(f"runs[{leg}] scores {item!r} {score}; scores must be finite")
+            found.setdefault(item, []).append(weight * float(score))
+    return {
+        item: values[0]
+        if len(values) == 1
+        else min(math.fsum(values) / len(values) + consensus_boost * (len(values) - 1), 1.0)
+        for item, values in found.items()
+    }
+
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def neighbour_graph(
+    n_nodes: int, src: npt.ArrayLike, dst: npt.ArrayLike, weight: npt.ArrayLike
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """The undirected neighbour graph of directed, weighted edges ``src[i] -> dst[i]`` over
+    ``n_nodes`` rows, as CSR arrays ``(indptr, neighbours, weights)``: ``a`` and ``b`` are
+    neighbours when an edge joins them either way, with the largest weight of those edges;
+    self-loops are dropped. Neighbours of a row are in ascending row order."""
+    sources = np.asarray(src, dtype=np.int64)
+    targets = np.asarray(dst, dtype=np.int64)
+    weights = np.asarray(weight, dtype=np.float64)
+    if not (sources.shape == targets.shape == weights.shape) or sources.ndim != 1:
+        raise ValueError("src, dst and weight must be 1-D arrays of one length")
+    if sources.size and (
+        min(sources.min(), targets.min()) < 0 or max(sources.max(), targets.max()) >= n_nodes
+    ):
+        raise ValueError(f"edges name rows outside [0, {n_nodes})")
+    if not np.isfinite(weights).all():
+        raise ValueError("edge weights must be finite")
+    keep = sources != targets
+    a = np.concatenate([sources[keep], targets[keep]])
+    b = np.concatenate([targets[keep], sources[keep]])
+    w = np.concatenate([weights[keep], weights[keep]])
+    # by (a, b, weight desc): the first of each (a, b) pair holds its largest weight
+    order = np.lexsort((-w, b, a))
+    a, b, w = a[order], b[order], w[order]
+    first = np.ones(a.size, dtype=bool)
+    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    a, b, w = a[first], b[first], w[first]
+    indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=n_nodes), out=indptr[1:])
+    return indptr, b, w
+
+
+def edge_neighbours(edges: Any, relations: Sequence[str]) -> tuple[IntArray, IntArray, FloatArray]:
+    """:func:`neighbour_graph` of a store's edges (:class:`retrievers.store.EdgeSet`: ``src``,
+    ``dst``, ``weight``, ``relation``, ``relation_names``, ``n_nodes``) of the named
+    ``relations``; ValueError naming a relation the edge set does not have."""
+    names = list(edges.relation_names)
+    unknown = [name for name in relations if name not in names]
+    if unknown:
+        raise ValueError(f"the store's edges have no relation {unknown}; they have {names}")
+    wanted = np.isin(np.asarray(edges.relation), [names.index(name) for name in relations])
+    return neighbour_graph(
+        edges.n_nodes,
+        np.asarray(edges.src)[wanted],
+        np.asarray(edges.dst)[wanted],
+        np.asarray(edges.weight)[wanted],
+    )
+
+
+def context_fusion(
+    scores: Mapping[int, float],
+    graph: tuple[IntArray, IntArray, FloatArray],
+    *,
+    weight: float,
+    allowed: npt.NDArray[np.bool_] | None = None,
+) -> tuple[dict[int, float], dict[int, float]]:
+    """Each document's score plus ``weight`` times its best neighbour's::
+
+        fused(d) = own(d) + weight * max(0, max_{n ~ d} w(n, d) * own(n))
+
+    over the undirected ``graph`` (:func:`neighbour_graph`: e.g. the ``sequence`` edges joining a
+    dialogue turn to the turns before and after it), ``own`` being ``scores`` (0 for a row they do
+    not hold). Rows are store rows. A neighbour of a scored row becomes a candidate too (own
+    score 0) when ``allowed`` (a mask over rows; None = all) admits it. Returns
+    ``(fused, boosts)``: the fused score of every candidate and the neighbour term
+    ``max(0, ...)`` of each, both keyed by row. ``weight = 0`` returns ``scores`` unchanged.
+
+    Why: the evidence of a question is often next to the text that matches it (the answer after
+    the question in a dialogue, the sentence after the one naming the subject), as sentence-window
+    retrieval exploits; ``weight`` sets how much a neighbour's match counts against a document's
+    own."""
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, int | float)
+        or not (math.isfinite(weight) and weight >= 0)
+    ):
+        raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+    own = {int(row): float(score) for row, score in scores.items()}
+    if weight == 0 or not own:
+        return own, dict.fromkeys(own, 0.0)
+    indptr, neighbours, edge_weights = graph
+    rows = np.fromiter(own, dtype=np.int64, count=len(own))
+    values = np.fromiter(own.values(), dtype=np.float64, count=len(own))
+    if not np.isfinite(values).all():
+        raise ValueError("scores must be finite")
+    starts, ends = indptr[rows], indptr[rows + 1]
+    counts = ends - starts
+    # every (scored row -> neighbour) pair, as flat arrays
+    offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    reached = neighbours[offsets]
+    carried = np.repeat(values, counts) * edge_weights[offsets]
+    if allowed is not None:
+        inside = np.asarray(allowed, dtype=bool)[reached]
+        reached, carried = reached[inside], carried[inside]
+    boost: dict[int, float] = dict.fromkeys(own, 0.0)
+    if reached.size:
+        order = np.lexsort((-carried, reached))
+        reached, carried = reached[order], carried[order]
+        first = np.ones(reached.size, dtype=bool)
+        first[1:] = reached[1:] != reached[:-1]
+        for row, value in zip(reached[first].tolist(), carried[first].tolist(), strict=True):
+            boost[row] = max(value, 0.0)
+    fused = {row: own.get(row, 0.0) + weight * value for row, value in boost.items()}
+    return fused, boost

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from retrievers.fusion import (
     comb_mnz,
     comb_sum,
+    context_fusion,
     convex_combination,
+    edge_neighbours,
+    max_consensus_fuse,
+    neighbour_graph,
     normalize_scores,
     ranked,
     reciprocal_rank_fusion,
+    weighted_average_fusion,
 )
 
 
@@ -134,3 +140,74 @@ def test_ranked_breaks_ties_by_item_never_by_insertion_order() -> None:
     assert ranked({3: 1.0, 1: 1.0, 2: 2.0}, limit=2) == [(2, 2.0), (1, 1.0)]
     with pytest.raises(ValueError, match="must be finite"):
         ranked({"a": math.inf})
+
+
+def test_max_consensus_cannot_be_dragged_down_by_a_weak_list() -> None:
+    assert max_consensus_fuse([0.85, 0.72, 0.68], 0.05) == pytest.approx(0.85 + 0.05 * 2)
+    assert max_consensus_fuse([0.9, 0.1], 0.05) == pytest.approx(0.95)  # the mean would give 0.55
+    assert max_consensus_fuse([0.9, 0.8], 0.2) == 1.0  # capped
+    assert max_consensus_fuse([0.4], 0.3) == 0.4  # one list: no boost
+    with pytest.raises(ValueError, match="at least one"):
+        max_consensus_fuse([], 0.1)
+
+
+def test_weighted_average_fusion_is_memory_arcs_raw_fusion() -> None:
+    semantic = {"a": 0.85, "b": 0.5}
+    temporal = {"a": 0.6, "c": 0.9}
+    fused = weighted_average_fusion([semantic, temporal], [1.0, 1.2], consensus_boost=0.1)
+    assert fused == pytest.approx(
+        {
+            "a": (0.85 * 1.0 + 0.6 * 1.2) / 2 + 0.1,  # two lists: mean of weighted raw scores + boost
+            "b": 0.5,  # one list: its weighted raw score
+            "c": 0.9 * 1.2,  # 1.08: a single list's score is not capped (the seed's scale defect)
+        }
+    )
+    three = weighted_average_fusion([{"x": 0.85}, {"x": 0.72}, {"x": 0.68}])  # the seed's example
+    assert three == pytest.approx({"x": 0.95})
+    assert weighted_average_fusion([{"x": 0.9}, {"x": 0.9}], [1.2, 1.2]) == {"x": 1.0}  # n >= 2: capped
+    with pytest.raises(ValueError, match="finite"):
+        weighted_average_fusion([{"x": math.nan}])
+
+
+def test_neighbour_graph_joins_both_directions_with_the_largest_weight() -> None:
+    # edges 0->1 (1.0), 1->0 (0.3), 1->2, 2->3 (0.5), 3->4, 2->2 (a self-loop, dropped)
+    indptr, neighbours, weights = neighbour_graph(
+        5, [0, 1, 1, 2, 3, 2], [1, 0, 2, 3, 4, 2], [1, 0.3, 1, 0.5, 1, 1]
+    )
+    assert indptr.tolist() == [0, 1, 3, 5, 7, 8]
+    assert neighbours.tolist() == [1, 0, 2, 1, 3, 2, 4, 3]
+    assert weights.tolist() == [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 1.0, 1.0]
+    with pytest.raises(ValueError, match="outside"):
+        neighbour_graph(2, [0], [2], [1.0])
+
+
+def test_context_fusion_adds_the_best_neighbours_share() -> None:
+    graph = neighbour_graph(5, [0, 1, 2, 3], [1, 2, 3, 4], [1.0, 1.0, 0.5, 1.0])  # a chain 0-1-2-3-4
+    fused, boosts = context_fusion({1: 0.5, 3: 0.2}, graph, weight=0.5)
+    assert boosts == pytest.approx({1: 0.0, 3: 0.0, 0: 0.5, 2: 0.5, 4: 0.2})  # 2: max(0.5 * 1, 0.2 * 0.5)
+    assert fused == pytest.approx({1: 0.5, 3: 0.2, 0: 0.5 * 0.5, 2: 0.5 * 0.5, 4: 0.5 * 0.2})
+    both, _ = context_fusion({1: 0.5, 2: 0.4}, graph, weight=0.5)
+    assert both[1] == pytest.approx(0.5 + 0.5 * 0.4) and both[2] == pytest.approx(0.4 + 0.5 * 0.5)
+    assert both[3] == pytest.approx(0.5 * 0.4 * 0.5)  # through the 0.5 edge
+    masked, _ = context_fusion({1: 0.5}, graph, weight=0.5, allowed=np.array([True, True, False, True, True]))
+    assert set(masked) == {0, 1}  # row 2 is outside the mask: never a candidate
+    negative, _ = context_fusion({1: -0.5, 2: 0.1}, graph, weight=1.0)
+    assert negative[2] == pytest.approx(0.1)  # a negative neighbour adds nothing
+    assert context_fusion({1: 0.5}, graph, weight=0) == ({1: 0.5}, {1: 0.0})
+    with pytest.raises(ValueError, match="weight"):
+        context_fusion({1: 0.5}, graph, weight=-1)
+
+
+def test_edge_neighbours_keeps_the_named_relations() -> None:
+    class Edges:  # the fields of an EdgeSet that edge_neighbours reads
+        n_nodes = 3
+        src = np.array([0, 1, 0])
+        dst = np.array([1, 2, 2])
+        weight = np.array([1.0, 1.0, 0.7])
+        relation = np.array([0, 0, 1])
+        relation_names = ("sequence", "similar_to")
+
+    indptr, neighbours, _ = edge_neighbours(Edges(), ["sequence"])
+    assert indptr.tolist() == [0, 1, 3, 4] and neighbours.tolist() == [1, 0, 2, 1]
+    with pytest.raises(ValueError, match=r"no relation \['cites'\]; they have \['sequence', 'similar_to'\]"):
+        edge_neighbours(Edges(), ["cites"])
