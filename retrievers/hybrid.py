@@ -30,6 +30,13 @@ For each query (``retrieve_batch`` does each step for a block of queries at once
 5. The list is cut to ``top_k`` and documents under ``min_score`` (the final score: fused, or
    reranked when a reranker answered) are dropped, as oasis orders these stages.
 
+Context (``context_weight`` > 0, off by default; our addition, not oasis's): after fusion each
+candidate gets ``context_weight`` times the fused score of its best neighbour in the store's edges
+of ``context_relations`` (both directions; e.g. ``sequence`` edges join a dialogue turn to the
+turns before and after it), and neighbours of candidates join the candidates
+(:func:`retrievers.fusion.context_fusion`). The answer to a question is often the turn after the
+one that matches it: on LoCoMo this lifts R@10 far more than the choice of fusion does.
+
 Legs that are retrievers (``vector_leg``, ``keyword_leg``): either leg may be any retriever
 instead of the store's own search, e.g. a :class:`~retrievers.run_file.RunFileRetriever` holding
 another system's run, or another family. Its ``retrieve_batch(queries, n)`` list is the leg
@@ -55,7 +62,15 @@ from typing import Any, Literal, cast
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.fusion import Normalization, comb_mnz, comb_sum, convex_combination, reciprocal_rank_fusion
+from retrievers.fusion import (
+    Normalization,
+    comb_mnz,
+    comb_sum,
+    context_fusion,
+    convex_combination,
+    edge_neighbours,
+    reciprocal_rank_fusion,
+)
 from retrievers.kernel import Candidates, Retriever, RetrieverParams
 from retrievers.params import param
 from retrievers.parents import resolve_parents
@@ -94,6 +109,16 @@ class HybridParams(RetrieverParams):
     )
     keyword_leg: Any = param(
         None, doc="null = the store's BM25 index; or a retriever whose results are this leg"
+    )
+    context_weight: float = param(
+        0.0,
+        low=0.0,
+        high=100.0,
+        doc="after fusion, add this times the best neighbour's fused score (store edges of "
+        "context_relations, both ways; neighbours join the candidates); 0 = off",
+    )
+    context_relations: tuple[str, ...] = param(
+        ("sequence",), non_empty=True, unique=True, doc="edge relations whose ends are neighbours"
     )
 
     def check(self) -> None:
@@ -137,6 +162,19 @@ class HybridRetriever(Retriever):
             for row in range(len(self.store) - 1, -1, -1):
                 first_chunk[int(self.store.parent_of[row])] = row
             self._first_chunk = first_chunk
+        self._context: tuple[Any, Any, Any] | None = None
+        if self.params.context_weight > 0:
+            if self.store.edges is None:
+                raise ValueError(
+                    "context_weight > 0 needs a store with edges (store.edges, e.g. store=locomo_graph "
+                    "for LoCoMo's sequence edges); this store has none"
+                )
+            if self._by_document:
+                raise ValueError(
+                    "context_weight > 0 works on the store's own legs over chunks; a retriever leg over "
+                    "a chunked store answers with documents"
+                )
+            self._context = edge_neighbours(self.store.edges, self.params.context_relations)
 
     def uses_embedder(self) -> bool:
         return bool(self.params.keyword_weight < 1) and self.params.vector_leg is None
@@ -232,6 +270,13 @@ class HybridRetriever(Retriever):
             if weight > 0
         ]
         fused = self._fuse(legs)
+        own: dict[int, float] = {}
+        boosts: dict[int, float] = {}
+        if self._context is not None:
+            own = fused
+            fused, boosts = context_fusion(
+                own, self._context, weight=self.params.context_weight, allowed=self.mask
+            )
         items = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
         # fusion items are store rows, or parent indices when legs were read as documents
         rows = self._first_chunk[items] if self._by_document else items
@@ -242,7 +287,7 @@ class HybridRetriever(Retriever):
 
         def provenance(i: int) -> dict[str, Any]:
             row = int(items[i])
-            return {
+            found = {
                 "fusion": fusion,
                 "fused_score": float(scores[i]),
                 "legs": {
@@ -251,12 +296,17 @@ class HybridRetriever(Retriever):
                     if row in ranks
                 },
             }
+            if boosts:  # context: the fused score of the legs, and what the best neighbour added
+                found.update(own_score=own.get(row, 0.0), context_boost=boosts[row])
+            return found
 
         stats = {
             "vector_candidates": len(vector[1]),
             "keyword_candidates": len(keyword[1]),
-            "fused_candidates": len(fused),
+            "fused_candidates": len(own) if boosts else len(fused),
         }
+        if boosts:
+            stats["context_candidates"] = len(fused) - len(own)
         return Candidates(rows, scores, provenance, stats)
 
     def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:

@@ -373,3 +373,63 @@ def test_one_leg_weights_reproduce_the_flat_retrievers(adi) -> None:  # type: ig
         assert [r.doc_id for r in bm25_only.retrieve(query, 10)] == [
             r.doc_id for r in bm25.retrieve(query, 10)
         ]
+
+
+# -- context: the best neighbour's fused score -----------------------------------------------------
+
+
+def _chained(store: ContextStore) -> ContextStore:
+    """``small`` plus sequence edges d1 -> d2 -> d3 -> d4 (a copy: the module's store stays edgeless)."""
+    from retrievers.store.edges import EdgeSet
+    from retrievers.types import Edge
+
+    chained = ContextStore.build(DOCS, TableEmbedder())
+    pairs = [("d1", "d2"), ("d2", "d3"), ("d3", "d4")]
+    chained.edges = EdgeSet.from_edges([Edge(a, b, "sequence", 1.0, "") for a, b in pairs], chained.row_of)
+    return chained
+
+
+def test_context_adds_the_best_neighbours_fused_score_by_hand(small: ContextStore) -> None:
+    store = _chained(small)
+    fused = {  # weighted RRF as in test_weighted_rrf_by_hand
+        "d1": 0.7 / 63 + 0.3 / 61,
+        "d2": 0.7 / 62 + 0.3 / 62,
+        "d3": 0.7 / 61,
+        "d4": 0.7 / 64,
+    }
+    results = HybridRetriever(store, TableEmbedder(), context_weight=0.5).retrieve("apple", 4)
+    expected = {  # each document: its own + 0.5 x the best of the documents before and after it
+        "d1": fused["d1"] + 0.5 * fused["d2"],
+        "d2": fused["d2"] + 0.5 * max(fused["d1"], fused["d3"]),
+        "d3": fused["d3"] + 0.5 * max(fused["d2"], fused["d4"]),
+        "d4": fused["d4"] + 0.5 * fused["d3"],
+    }
+    check(results, sorted(expected.items(), key=lambda pair: (-pair[1], pair[0])), rel=1e-12)
+    top = results[0]
+    assert top.provenance["own_score"] == pytest.approx(fused[top.doc_id])
+    assert top.provenance["context_boost"] == pytest.approx((top.score - fused[top.doc_id]) / 0.5)
+    # a neighbour neither leg returned joins the candidates with its neighbour's share only: BM25
+    # alone finds d1 and d2; d3 (after d2) joins, d4 (after d3, which no leg found) does not
+    keyword_only = HybridRetriever(store, None, keyword_weight=1.0, context_weight=0.5)
+    assert dict(scored(keyword_only.retrieve("apple", 4))) == pytest.approx(
+        {"d1": 1 / 61 + 0.5 / 62, "d2": 1 / 62 + 0.5 / 61, "d3": 0.5 / 62}
+    )
+
+
+def test_context_weight_zero_changes_nothing_and_respects_the_mask(small: ContextStore) -> None:
+    store = _chained(small)
+    plain = HybridRetriever(small, TableEmbedder()).retrieve("apple", 4)
+    assert scored(HybridRetriever(store, TableEmbedder(), context_weight=0.0).retrieve("apple", 4)) == scored(
+        plain
+    )
+    shelf_y = HybridRetriever(
+        store, TableEmbedder(), context_weight=1.0, filters={"metadata": {"shelf": "y"}}
+    ).retrieve("apple", 4)
+    assert {result.doc_id for result in shelf_y} == {"d2", "d3"}  # d1 and d4 are neighbours, filtered out
+
+
+def test_context_needs_edges_of_a_known_relation(small: ContextStore) -> None:
+    with pytest.raises(ValueError, match="needs a store with edges"):
+        HybridRetriever(small, TableEmbedder(), context_weight=0.5)
+    with pytest.raises(ValueError, match=r"no relation \['cites'\]; they have \['sequence'\]"):
+        HybridRetriever(_chained(small), TableEmbedder(), context_weight=0.5, context_relations=["cites"])
