@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import gate, run_folder
+from viking_eval.ann_quality import AnnQuality, describe_index
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, file_sha256, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.data import BeirDataset
@@ -134,6 +135,8 @@ class StoreLoader:
                 store_ready_seconds=round(time.perf_counter() - start, 3),
                 store_build_seconds=self._store.build_seconds,
             )
+        if self._store.has_vectors:  # exact, or a faiss index: kind, settings, knobs (ann_quality.py)
+            self.info["vector_index"] = describe_index(self._store)
         if self._store.timestamps is not None:  # parsed/missing/unparseable counts (timeparse.py)
             self.info["timestamps"] = self._store.timestamps.report
         if self._store.edges is not None:  # edges kept per relation, links dropped and why (edges.py)
@@ -141,11 +144,11 @@ class StoreLoader:
         return self._store
 
 
-def _check_results(name: str, query_id: str, results: list[RetrievalResult], store: ContextStore) -> None:
+def _check_results(name: str, query_id: str, results: list[RetrievalResult], known: Container[str]) -> None:
     for result in results:
         if not math.isfinite(result.score):
             raise ValueError(f"retriever {name} returned a non-finite score for query {query_id}: {result}")
-        if result.doc_id not in store.parent_row_of:  # documents (a chunked store's parents), never chunks
+        if result.doc_id not in known:  # documents (a chunked store's parents), never chunks
             raise ValueError(
                 f"retriever {name} returned unknown doc id {result.doc_id!r} for query {query_id}"
             )
@@ -230,7 +233,6 @@ def run_retriever(
     output_dir: Path,
 ) -> RetrieverResult:
     cls = get_class(spec.target)
-    scopes = query_scopes(dataset, settings.dataset.scope_key)
     scoped_stores: dict[str | None, ContextStore] = {}
 
     def store_for(scope: Hashable) -> ContextStore:
@@ -249,30 +251,59 @@ def run_retriever(
         retriever: Retriever = cls(store_for(scope), embedder=with_embedder, **built)
         return retriever
 
-    cached_embedder = CachedEmbedder(embedder, cache)
+    return evaluate_retriever(
+        settings,
+        spec.name,
+        make,
+        dataset,
+        run_embedder=CachedEmbedder(embedder, cache),
+        latency_embedder=embedder,
+        known_ids=lambda scope: store_for(scope).parent_row_of,
+        output_dir=output_dir,
+    )
+
+
+def evaluate_retriever(
+    settings: Settings,
+    name: str,
+    make: Callable[[Embedder, Hashable], Retriever],
+    dataset: BeirDataset,
+    *,
+    run_embedder: Embedder,
+    latency_embedder: Embedder,
+    known_ids: Callable[[Hashable], Container[str]],
+    output_dir: Path | None,
+) -> RetrieverResult:
+    """One retriever over the dataset's judged queries: ``retrieve_batch`` in blocks of
+    ``run.batch_size`` (one retriever per query scope, ``make(embedder, scope)``), every result
+    checked (finite score, a doc id in ``known_ids(scope)``), the run file written (when
+    ``output_dir`` is given), metrics, latency one query at a time. The runner builds retrievers
+    from configs; ``viking_eval.evaluate`` passes built ones."""
+    scopes = query_scopes(dataset, settings.dataset.scope_key)
     by_scope: dict[str | None, list[str]] = {}
     for query_id, scope in scopes.items():
         by_scope.setdefault(scope, []).append(query_id)
     run: dict[str, list[RetrievalResult]] = {}
     batch = settings.run.batch_size
+    ann = AnnQuality()  # ann_recall@10 over an approximate vector index (ann_quality.py)
     start = time.perf_counter()
-    with tqdm(
-        total=len(scopes), desc=f"retrieve {spec.name}", unit="q", disable=_no_progress(settings)
-    ) as bar:
+    with tqdm(total=len(scopes), desc=f"retrieve {name}", unit="q", disable=_no_progress(settings)) as bar:
         for scope, scope_query_ids in by_scope.items():
-            retriever = make(cached_embedder, scope)
+            retriever = make(run_embedder, scope)
             for begin in range(0, len(scope_query_ids), batch):
                 chunk_ids = scope_query_ids[begin : begin + batch]
                 texts = [dataset.queries[qid].text for qid in chunk_ids]
                 for query_id, results in zip(
                     chunk_ids, retriever.retrieve_batch(texts, settings.run.top_k), strict=True
                 ):
-                    _check_results(spec.name, query_id, results, store_for(scope))
+                    _check_results(name, query_id, results, known_ids(scope))
                     run[query_id] = results
                 bar.update(len(chunk_ids))
-    run_seconds = time.perf_counter() - start
+                ann.add(retriever, texts)  # not part of run_seconds
+    run_seconds = time.perf_counter() - start - ann.seconds
     run = {qid: run[qid] for qid in dataset.queries}  # dataset order, whatever the scopes
-    run_folder.write_run(output_dir, spec.name, run)
+    if output_dir is not None:
+        run_folder.write_run(output_dir, name, run)
 
     evaluation = evaluate(
         {qid: {r.doc_id: r.score for r in results} for qid, results in run.items()},
@@ -283,7 +314,7 @@ def run_retriever(
     latency_settings = settings.run.latency
     report = measure_latency(
         make,
-        embedder,
+        latency_embedder,
         [(dataset.queries[qid].text, scopes[qid]) for qid in dataset.queries],
         top_k=settings.run.top_k,
         n_queries=latency_settings.n_queries,
@@ -292,8 +323,8 @@ def run_retriever(
         blas_threads=latency_settings.blas_threads,
     )
     return RetrieverResult(
-        name=spec.name,
-        metrics=evaluation.aggregate,
+        name=name,
+        metrics={**evaluation.aggregate, **ann.metrics()},
         per_query=evaluation.per_query,
         latency=report.as_dict() if report else None,
         n_queries=evaluation.n_queries,
@@ -301,6 +332,7 @@ def run_retriever(
         run_seconds=run_seconds,
         groups=group_means(evaluation.per_query, query_groups(dataset, settings.dataset.group_key)),
         stats=provenance_stats(run),
+        vector_search=ann.info(),
     )
 
 
