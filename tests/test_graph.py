@@ -10,6 +10,7 @@ import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,6 +60,16 @@ def hand_store(cosines: dict[str, float], edges: list[Edge]) -> tuple[ContextSto
     return store, embedder
 
 
+def walks_only(store: Any, embedder: Any = None, **params: Any) -> GraphRetriever:
+    """A graph retriever whose list is the seeds and what the walks found, scored by the seed
+    score and the graph bonus alone (``rescore_reached`` and ``vector_fill`` off unless given):
+    the scores the hand-worked tests below are written for. The defaults' extra candidates and
+    cosines have their own tests (``test_vector_fill_*``)."""
+    params.setdefault("rescore_reached", False)
+    params.setdefault("vector_fill", False)
+    return GraphRetriever(store, embedder, **params)
+
+
 def scores_of(retriever: GraphRetriever, top_k: int = 100) -> dict[str, float]:
     return {result.doc_id: result.score for result in retriever.retrieve(QUERY, top_k)}
 
@@ -82,7 +93,7 @@ CHAIN_EDGES = [
 
 def test_chain_propagated_uses_last_decay_value_past_the_list() -> None:
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
-    retriever = GraphRetriever(store, embedder, seed_top_k=1, max_hops=4, hop_decay=[1.0, 0.8, 0.6])
+    retriever = walks_only(store, embedder, seed_top_k=1, max_hops=4, hop_decay=[1.0, 0.8, 0.6])
     # seed a: 0.7 * 0.75; the walk carries 0.75, times each edge weight; hop factor by depth
     assert scores_of(retriever) == pytest.approx(
         {
@@ -106,7 +117,7 @@ def test_chain_propagated_uses_last_decay_value_past_the_list() -> None:
 
 def test_chain_oasis_uses_constant_half_past_the_list_and_ignores_the_source() -> None:
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
-    retriever = GraphRetriever(
+    retriever = walks_only(
         store, embedder, seed_top_k=1, max_hops=4, hop_decay=[1.0, 0.8, 0.6], scoring="oasis"
     )
     # oasis: graph_weight * edge weight * hop_decay[hop]; 0.5 past the list
@@ -125,7 +136,7 @@ def test_chain_oasis_uses_constant_half_past_the_list_and_ignores_the_source() -
 
 def test_single_decay_factor_means_power_of_the_hop() -> None:
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
-    propagated = GraphRetriever(store, embedder, seed_top_k=1, max_hops=4, hop_decay=0.5)
+    propagated = walks_only(store, embedder, seed_top_k=1, max_hops=4, hop_decay=0.5)
     assert scores_of(propagated) == pytest.approx(
         {
             "a": 0.525,
@@ -135,18 +146,18 @@ def test_single_decay_factor_means_power_of_the_hop() -> None:
             "e": 0.3 * 0.0625 * (0.5 * 0.75),
         }
     )
-    oasis = GraphRetriever(store, embedder, seed_top_k=1, max_hops=4, hop_decay=0.5, scoring="oasis")
+    oasis = walks_only(store, embedder, seed_top_k=1, max_hops=4, hop_decay=0.5, scoring="oasis")
     assert scores_of(oasis) == pytest.approx(
         {"a": 0.525, "b": 0.3 * 0.5, "c": 0.3 * 0.5 * 0.25, "d": 0.3 * 0.125, "e": 0.3 * 0.0625}
     )
-    none = GraphRetriever(store, embedder, seed_top_k=1, max_hops=4, hop_decay=0.0)
+    none = walks_only(store, embedder, seed_top_k=1, max_hops=4, hop_decay=0.0)
     assert scores_of(none) == pytest.approx({"a": 0.525, "b": 0.0, "c": 0.0, "d": 0.0, "e": 0.0})
 
 
 def test_max_hops_limits_depth_and_zero_is_seed_search() -> None:
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
-    assert ranking(GraphRetriever(store, embedder, seed_top_k=1, max_hops=2)) == ["a", "b", "c"]
-    only_seeds = GraphRetriever(store, embedder, seed_top_k=2, max_hops=0)
+    assert ranking(walks_only(store, embedder, seed_top_k=1, max_hops=2)) == ["a", "b", "c"]
+    only_seeds = walks_only(store, embedder, seed_top_k=2, max_hops=0)
     results = only_seeds.retrieve(QUERY, 10)
     # seeds a (0.75) and b (0.125; b..e tie, b has the lowest id)
     assert [(r.doc_id, r.score) for r in results] == [
@@ -172,7 +183,7 @@ TWO_SEEDS_EDGES = [
 
 def test_propagated_takes_the_best_path_and_lets_seeds_gain_a_bonus() -> None:
     store, embedder = hand_store(TWO_SEEDS, TWO_SEEDS_EDGES)
-    retriever = GraphRetriever(store, embedder, seed_top_k=2)
+    retriever = walks_only(store, embedder, seed_top_k=2)
     # x, hop 1: from a 0.25 * 0.875 = 0.21875, from b 1.0 * 0.5 = 0.5 -> 0.7 * 0.5 = 0.35;
     #    hop 2: a->b->x 0.5 * 1.0 * 0.875 = 0.4375 -> 0.5 * 0.4375 = 0.21875 (less); bonus 0.35
     # a: from b at hop 1: 0.7 * (1.0 * 0.5) = 0.35; a->b->a started at a itself: no bonus
@@ -189,7 +200,7 @@ def test_propagated_takes_the_best_path_and_lets_seeds_gain_a_bonus() -> None:
 
 def test_oasis_keeps_the_first_edge_in_storage_order_and_never_boosts_seeds() -> None:
     store, embedder = hand_store(TWO_SEEDS, TWO_SEEDS_EDGES)
-    retriever = GraphRetriever(store, embedder, seed_top_k=2, scoring="oasis")
+    retriever = walks_only(store, embedder, seed_top_k=2, scoring="oasis")
     # x is first reached by a->x (weight 0.25), although b->x has weight 1.0
     assert scores_of(retriever) == pytest.approx({"a": 0.7 * 0.875, "b": 0.7 * 0.5, "x": 0.3 * 0.25 * 0.7})
     by_id = {r.doc_id: r for r in retriever.retrieve(QUERY, 10)}
@@ -211,14 +222,14 @@ DIRECTED_EDGES = [
 
 def test_outgoing_only_by_default() -> None:
     store, embedder = hand_store(DIRECTED, DIRECTED_EDGES)
-    assert scores_of(GraphRetriever(store, embedder, seed_top_k=1)) == pytest.approx(
+    assert scores_of(walks_only(store, embedder, seed_top_k=1)) == pytest.approx(
         {"s": 0.525, "q": 0.3 * 0.7 * (0.5 * 0.75)}
     )
 
 
 def test_bidirectional_walks_edges_backwards() -> None:
     store, embedder = hand_store(DIRECTED, DIRECTED_EDGES)
-    propagated = GraphRetriever(store, embedder, seed_top_k=1, bidirectional=True)
+    propagated = walks_only(store, embedder, seed_top_k=1, bidirectional=True)
     assert scores_of(propagated) == pytest.approx(
         {
             "s": 0.525,
@@ -233,7 +244,7 @@ def test_bidirectional_walks_edges_backwards() -> None:
         EdgeContext("s", "q", "similar_to", 0.5, 1),
         EdgeContext("q", "r", "sequence", 1.0, 2),
     )
-    oasis = GraphRetriever(store, embedder, seed_top_k=1, bidirectional=True, scoring="oasis")
+    oasis = walks_only(store, embedder, seed_top_k=1, bidirectional=True, scoring="oasis")
     assert scores_of(oasis) == pytest.approx(
         {"s": 0.525, "q": 0.3 * 0.5 * 0.7, "p": 0.3 * 1.0 * 0.7, "r": 0.3 * 1.0 * 0.5}
     )
@@ -242,17 +253,17 @@ def test_bidirectional_walks_edges_backwards() -> None:
 def test_relation_filter() -> None:
     store, embedder = hand_store(DIRECTED, DIRECTED_EDGES)
     for scoring in ("propagated", "oasis"):
-        both = GraphRetriever(
+        both = walks_only(
             store, embedder, seed_top_k=1, bidirectional=True, relation_filter=["references"], scoring=scoring
         )
         assert scores_of(both) == pytest.approx(
             {"s": 0.525, "p": 0.3 * 0.7 * 0.75 ** (scoring == "propagated")}
         )
-        forward = GraphRetriever(
+        forward = walks_only(
             store, embedder, seed_top_k=1, relation_filter=["references"], scoring=scoring
         )
         assert ranking(forward) == ["s"]
-        two = GraphRetriever(
+        two = walks_only(
             store,
             embedder,
             seed_top_k=1,
@@ -266,7 +277,7 @@ def test_relation_filter() -> None:
 
 def test_min_traversal_score_skips_weak_edges() -> None:
     store, embedder = hand_store(DIRECTED, DIRECTED_EDGES)
-    retriever = GraphRetriever(store, embedder, seed_top_k=1, bidirectional=True, min_traversal_score=0.75)
+    retriever = walks_only(store, embedder, seed_top_k=1, bidirectional=True, min_traversal_score=0.75)
     assert ranking(retriever) == ["s", "p"]  # s->q (0.5) is not followed, so neither is r
 
 
@@ -280,13 +291,13 @@ def test_cycles_terminate_and_give_no_self_bonus() -> None:
         {"a": 0.75, "b": 0.125, "c": 0.125},
         [Edge("a", "b", "r", 1.0), Edge("b", "c", "r", 1.0), Edge("c", "a", "r", 1.0)],
     )
-    propagated = GraphRetriever(store, embedder, seed_top_k=1, max_hops=6, hop_decay=0.5)
+    propagated = walks_only(store, embedder, seed_top_k=1, max_hops=6, hop_decay=0.5)
     # b: hop 1 (0.5 * 0.75) beats hop 4 (0.0625 * 0.75); c: hop 2; a only returns to itself
     assert scores_of(propagated) == pytest.approx({"a": 0.525, "b": 0.3 * 0.5 * 0.75, "c": 0.3 * 0.25 * 0.75})
     results = propagated.retrieve(QUERY, 10)
     assert results[0].provenance["found_by"] == "seed"
     assert results[0].provenance["stats"]["hops"] == 6  # the walk goes round; max_hops stops it
-    oasis = GraphRetriever(store, embedder, seed_top_k=1, max_hops=6, hop_decay=0.5, scoring="oasis")
+    oasis = walks_only(store, embedder, seed_top_k=1, max_hops=6, hop_decay=0.5, scoring="oasis")
     assert scores_of(oasis) == pytest.approx({"a": 0.525, "b": 0.3 * 0.5, "c": 0.3 * 0.25})
     assert oasis.retrieve(QUERY, 10)[0].provenance["stats"]["hops"] == 2  # nothing new after hop 2
 
@@ -295,7 +306,7 @@ def test_two_seeds_on_a_two_cycle_boost_each_other_not_themselves() -> None:
     store, embedder = hand_store(
         {"a": 0.75, "b": 0.5, "z": 0.125}, [Edge("a", "b", "r", 1.0), Edge("b", "a", "r", 1.0)]
     )
-    retriever = GraphRetriever(store, embedder, seed_top_k=2, max_hops=3, hop_decay=[1.0, 0.5, 0.5])
+    retriever = walks_only(store, embedder, seed_top_k=2, max_hops=3, hop_decay=[1.0, 0.5, 0.5])
     # a: from b at hop 1, 0.5 * 0.5 (hop 3, b->a->b->a: 0.5 * 0.5 again, a tie: the shorter walk)
     assert scores_of(retriever) == pytest.approx({"a": 0.525 + 0.3 * 0.25, "b": 0.35 + 0.3 * 0.5 * 0.75})
     assert {r.doc_id: r.provenance["hop"] for r in retriever.retrieve(QUERY, 10)} == {"a": 1, "b": 1}
@@ -312,26 +323,77 @@ CROWDED_EDGES = [Edge("a", "g", "r", 1.0), Edge("a", "h", "r", 0.5)]
 
 def test_graph_top_k_reserves_slots_for_graph_found_documents() -> None:
     store, embedder = hand_store(CROWDED, CROWDED_EDGES)
-    plain = GraphRetriever(store, embedder, seed_top_k=3)
+    plain = walks_only(store, embedder, seed_top_k=3)
     assert ranking(plain, 3) == ["a", "b", "c"]  # seeds crowd the graph-found documents out
-    reserved = GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=1)
+    reserved = walks_only(store, embedder, seed_top_k=3, graph_top_k=1)
     results = reserved.retrieve(QUERY, 3)
     assert [r.doc_id for r in results] == ["a", "b", "g"]  # 2 seed slots + the best graph slot
     assert results[2].score == pytest.approx(0.3 * 0.7 * 0.875)
-    assert ranking(GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=5), 3) == ["g", "h"]
+    assert ranking(walks_only(store, embedder, seed_top_k=3, graph_top_k=5), 3) == ["g", "h"]
     # more reserved slots than top_k: still top_k results (the graph-found ones)
-    assert ranking(GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=5), 1) == ["g"]
+    assert ranking(walks_only(store, embedder, seed_top_k=3, graph_top_k=5), 1) == ["g"]
 
 
 def test_rescore_reached_adds_the_documents_own_similarity() -> None:
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
-    retriever = GraphRetriever(store, embedder, seed_top_k=1, max_hops=1, rescore_reached=True)
+    retriever = walks_only(store, embedder, seed_top_k=1, max_hops=1, rescore_reached=True)
     results = retriever.retrieve(QUERY, 10)
     assert [(r.doc_id, r.score) for r in results] == [
         ("a", pytest.approx(0.525)),
         ("b", pytest.approx(0.7 * 0.125 + 0.3 * 0.7 * 0.75)),
     ]
     assert results[1].provenance["similarity"] == pytest.approx(0.125)
+
+
+# A chain a -> b -> c plus two documents no edge reaches: x (cosine 0.5) and y (0.25).
+FILL = {"a": 0.75, "b": 0.125, "c": 0.0, "x": 0.5, "y": 0.25}
+FILL_EDGES = [Edge("a", "b", "r", 1.0), Edge("b", "c", "r", 1.0)]
+
+
+def test_defaults_rescore_reached_and_fill_from_vector_search() -> None:
+    store, embedder = hand_store(FILL, FILL_EDGES)
+    retriever = GraphRetriever(store, embedder, seed_top_k=1)  # defaults: rescore_reached, vector_fill
+    results = retriever.retrieve(QUERY, 3)
+    # depth 3: the seed a (0.7 * 0.75) and the vector search's ranks 2-3, x and y (their own
+    # cosine); b: its cosine 0.125 plus the hop-1 bonus 0.7 * 0.75 (0.245) passes y (0.175)
+    assert [(r.doc_id, r.score) for r in results] == [
+        ("a", pytest.approx(0.7 * 0.75)),
+        ("x", pytest.approx(0.7 * 0.5)),
+        ("b", pytest.approx(0.7 * 0.125 + 0.3 * 0.7 * 0.75)),
+    ]
+    assert [r.provenance["found_by"] for r in results] == ["seed", "vector", "graph"]
+    assert results[1].provenance["similarity"] == pytest.approx(0.5)
+    # depth 5 fetches every document from vector search: b and c are also fill rows
+    deeper = retriever.retrieve(QUERY, 5)
+    assert [(r.doc_id, r.provenance["found_by"]) for r in deeper] == [
+        ("a", "seed"),
+        ("x", "vector"),
+        ("b", "vector+graph"),
+        ("y", "vector"),
+        ("c", "vector+graph"),
+    ]
+    assert deeper[4].score == pytest.approx(0.7 * 0.0 + 0.3 * 0.5 * 0.75)
+
+
+def test_vector_fill_never_drops_a_document_vector_search_ranks_within_the_list() -> None:
+    store, embedder = hand_store(FILL, FILL_EDGES)
+    dense = [r.doc_id for r in DenseRetriever(store, embedder).retrieve(QUERY, 3)]
+    assert dense == ["a", "x", "y"]
+    without = walks_only(store, embedder, seed_top_k=1)  # the seed and what the walk found
+    assert ranking(without, 3) == ["a", "b", "c"]
+    filled = GraphRetriever(store, embedder, seed_top_k=1, rescore_reached=False)
+    # graph-found documents (bonus only) fall below the fill's cosines: the dense top 3 stays
+    assert ranking(filled, 3) == ["a", "x", "y"]
+    assert ranking(filled, 5) == ["a", "x", "b", "y", "c"]
+
+
+def test_vector_fill_keeps_graph_top_k_for_documents_only_the_walk_found() -> None:
+    store, embedder = hand_store(FILL, FILL_EDGES)
+    plain = GraphRetriever(store, embedder, seed_top_k=1, rescore_reached=False)
+    assert ranking(plain, 3) == ["a", "x", "y"]  # b's bonus 0.1575 < y's 0.175
+    reserved = GraphRetriever(store, embedder, seed_top_k=1, graph_top_k=1, rescore_reached=False)
+    # one slot kept for the best document only the walk found (b, not a fill row at depth 3)
+    assert ranking(reserved, 3) == ["a", "x", "b"]
 
 
 def test_max_frontier_expands_only_the_best_documents_of_a_hop() -> None:
@@ -345,10 +407,10 @@ def test_max_frontier_expands_only_the_best_documents_of_a_hop() -> None:
         ],
     )
     # b 0.3 * 0.7 * 0.75, d 0.3 * 0.5 * 0.75, c 0.3 * 0.7 * 0.375, e 0.3 * 0.5 * 0.375
-    assert ranking(GraphRetriever(store, embedder, seed_top_k=1)) == ["s", "b", "d", "c", "e"]
+    assert ranking(walks_only(store, embedder, seed_top_k=1)) == ["s", "b", "d", "c", "e"]
     # one document per hop is expanded: b (carrying 0.75) but not c (0.375), so e is not reached
-    assert ranking(GraphRetriever(store, embedder, seed_top_k=1, max_frontier=1)) == ["s", "b", "d", "c"]
-    oasis = GraphRetriever(store, embedder, seed_top_k=1, max_frontier=1, scoring="oasis")
+    assert ranking(walks_only(store, embedder, seed_top_k=1, max_frontier=1)) == ["s", "b", "d", "c"]
+    oasis = walks_only(store, embedder, seed_top_k=1, max_frontier=1, scoring="oasis")
     assert ranking(oasis) == ["s", "b", "d", "c"]  # d: 0.3 * 1.0 * 0.5 > c: 0.3 * 0.5 * 0.7
 
 
@@ -358,7 +420,7 @@ def test_keyword_seeds_are_fused_by_weighted_rrf() -> None:
     documents = [Document("a", _text("a")), Document("b", _text("b")), Document("z", "zebra " + _text("z"))]
     embedder.table["zebra " + _text("z")] = embedder.table.pop(_text("z"))
     store = ContextStore.build(documents, embedder, StoreConfig(timestamps=None))
-    retriever = GraphRetriever(store, embedder, seed_top_k=2, seed_keyword_weight=0.5)
+    retriever = walks_only(store, embedder, seed_top_k=2, seed_keyword_weight=0.5)
     results = retriever.retrieve("zebra", 10)
     # vector ranks a 1, b 2; BM25 finds only z (rank 1); fused, times 61:
     # a = 0.5/61 * 61 = 0.5, z = 0.5, b = 0.5/62 * 61
@@ -397,7 +459,7 @@ def test_seeds_and_traversal_stay_inside_the_scope_and_filters(restriction: str)
     else:
         extra["filters"] = {"metadata": {"shelf": "in"}}
     for scoring, bidirectional in itertools.product(("propagated", "oasis"), (False, True)):
-        retriever = GraphRetriever(
+        retriever = walks_only(
             store, embedder, seed_top_k=1, max_hops=3, scoring=scoring, bidirectional=bidirectional, **extra
         )
         # o (the best match) and x are outside: the seed is a, and y is only reachable through x
@@ -427,7 +489,7 @@ def chunked_store(edges: list[Edge]) -> tuple[ContextStore, ChunkEmbedder]:
 
 def test_chunked_store_walks_chunks_and_answers_with_documents() -> None:
     store, embedder = chunked_store([Edge("A#0", "B#0", "r", 1.0), Edge("C#0", "A#1", "r", 1.0)])
-    retriever = GraphRetriever(store, embedder, seed_top_k=2)
+    retriever = walks_only(store, embedder, seed_top_k=2)
     results = retriever.retrieve(QUERY, 10)
     # seeds A#0 (0.75) and C#0 (0.5); A#0 -> B#0: 0.3 * 0.7 * 0.75; C#0 -> A#1: 0.3 * 0.7 * 0.5,
     # below A's seed chunk, so A scores its best chunk A#0
@@ -442,15 +504,15 @@ def test_chunked_store_walks_chunks_and_answers_with_documents() -> None:
     assert by_id["B"].provenance["path"] == (EdgeContext("A#0", "B#0", "r", 1.0, 1),)
     assert by_id["B"].provenance["origin"] == "A#0"
     # graph_top_k counts documents: one slot of two goes to B, the other to the best seed document
-    reserved = GraphRetriever(store, embedder, seed_top_k=2, graph_top_k=1)
+    reserved = walks_only(store, embedder, seed_top_k=2, graph_top_k=1)
     assert ranking(reserved, 2) == ["A", "B"]
 
 
 def test_chunked_store_a_document_is_graph_found_when_its_best_chunk_is() -> None:
     store, embedder = chunked_store([Edge("A#1", "C#0", "r", 1.0), Edge("C#0", "A#0", "r", 1.0)])
     weights = {"seed_top_k": 1, "vector_weight": 0.25, "graph_weight": 1.0}
-    assert ranking(GraphRetriever(store, embedder, **weights)) == ["A"]  # no edge leaves the seed A#0
-    both = GraphRetriever(store, embedder, bidirectional=True, **weights)
+    assert ranking(walks_only(store, embedder, **weights)) == ["A"]  # no edge leaves the seed A#0
+    both = walks_only(store, embedder, bidirectional=True, **weights)
     # backwards from the seed A#0 (0.75): C#0 at hop 1 (0.7 * 0.75), A#1 at hop 2 (0.5 * 0.75),
     # which beats A's seed chunk (0.25 * 0.75): A is found through A#1
     results = both.retrieve(QUERY, 10)
@@ -464,7 +526,7 @@ def test_chunked_store_a_document_is_graph_found_when_its_best_chunk_is() -> Non
         EdgeContext("C#0", "A#1", "r", 1.0, 2),
     )
     # so with one of two slots reserved for graph-found documents, the seed slot has no document
-    reserved = GraphRetriever(store, embedder, bidirectional=True, graph_top_k=1, **weights)
+    reserved = walks_only(store, embedder, bidirectional=True, graph_top_k=1, **weights)
     assert ranking(reserved, 2) == ["C"]
 
 
@@ -487,7 +549,7 @@ class Broken:
 def test_reranker_sees_the_graph_selection_and_records_the_graph_score() -> None:
     store, embedder = hand_store(CROWDED, CROWDED_EDGES)
     reranker = PrefersLast()
-    retriever = GraphRetriever(
+    retriever = walks_only(
         store, embedder, seed_top_k=3, graph_top_k=1, reranker=reranker, rerank_depth=3
     )
     results = retriever.retrieve(QUERY, 2)
@@ -497,7 +559,7 @@ def test_reranker_sees_the_graph_selection_and_records_the_graph_score() -> None
     assert results[0].provenance["pre_rerank_score"] == pytest.approx(0.3 * 0.7 * 0.875)
     assert results[0].provenance["found_by"] == "graph" and results[0].provenance["rerank_fallback"] is None
     assert results[0].provenance["path"] == (EdgeContext("a", "g", "r", 1.0, 1),)
-    failing = GraphRetriever(store, embedder, seed_top_k=3, graph_top_k=1, reranker=Broken())
+    failing = walks_only(store, embedder, seed_top_k=3, graph_top_k=1, reranker=Broken())
     kept = failing.retrieve(QUERY, 2)
     assert [(r.doc_id, r.score) for r in kept] == [
         ("a", pytest.approx(0.7 * 0.875)),
@@ -622,7 +684,7 @@ def test_propagated_equals_brute_force_over_walks(case: int) -> None:
         min_traversal_score=rng.choice([0.0, 0.5]),
         hop_decay=rng.choice([(1.0, 0.7, 0.5), 0.6, (1.0, 0.25, 0.9)]),
     )
-    retriever = GraphRetriever(store, embedder, **params)  # type: ignore[arg-type]
+    retriever = walks_only(store, embedder, **params)  # type: ignore[arg-type]
     seeds = vector_seeds(store, embedder, params["seed_top_k"])  # type: ignore[arg-type]
     assert scores_of(retriever) == pytest.approx(
         brute_force_propagated(store, seeds, retriever.params), abs=1e-12
@@ -643,7 +705,7 @@ def test_oasis_equals_a_transcription_of_its_loop(case: int) -> None:
         hop_decay=rng.choice([(1.0, 0.7, 0.5), (1.0, 0.9)]),
         scoring="oasis",
     )
-    retriever = GraphRetriever(store, embedder, **params)  # type: ignore[arg-type]
+    retriever = walks_only(store, embedder, **params)  # type: ignore[arg-type]
     seeds = vector_seeds(store, embedder, params["seed_top_k"])  # type: ignore[arg-type]
     assert scores_of(retriever) == pytest.approx(reference_oasis(store, seeds, retriever.params), abs=1e-12)
 
@@ -678,7 +740,7 @@ def cisi(shared_datasets: Path):  # type: ignore[no-untyped-def]
 )
 def test_batch_equals_single(cisi, params: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = cisi
-    retriever = GraphRetriever(store, embedder, **params)  # type: ignore[arg-type]
+    retriever = walks_only(store, embedder, **params)  # type: ignore[arg-type]
     batch = retriever.retrieve_batch(queries, 50)
     assert batch == [retriever.retrieve(query, 50) for query in queries]
     for results in batch:
@@ -690,7 +752,7 @@ def test_batch_equals_single(cisi, params: dict[str, object]) -> None:  # type: 
 @pytest.mark.needs_data
 def test_provenance_and_stats_on_a_real_corpus(cisi) -> None:  # type: ignore[no-untyped-def]
     store, embedder, queries = cisi
-    results = GraphRetriever(store, embedder).retrieve(queries[0], 100)
+    results = walks_only(store, embedder).retrieve(queries[0], 100)
     stats = results[0].provenance["stats"]
     assert set(stats) == {"seeds", "edges_scanned", "edges_followed", "nodes_reached", "graph_found", "hops"}
     assert stats["seeds"] == 10 and stats["edges_followed"] > 0 and stats["hops"] == 2
@@ -717,7 +779,7 @@ def test_without_edges_it_is_vector_search_over_the_seeds(cisi) -> None:  # type
     dense = DenseRetriever(bare, embedder)
     for edges in (None, EdgeSet.from_edges([], bare.row_of)):
         bare.edges = edges
-        retriever = GraphRetriever(bare, embedder, seed_top_k=15, relation_filter=["references"])
+        retriever = walks_only(bare, embedder, seed_top_k=15, relation_filter=["references"])
         for query in queries[:5]:
             got = retriever.retrieve(query, 100)
             expected = dense.retrieve(query, 15)
@@ -767,7 +829,7 @@ def test_bad_parameters(params: dict[str, object], message: str) -> None:
         GraphParams(**params)  # type: ignore[arg-type]
     store, embedder = hand_store(CHAIN, CHAIN_EDGES)
     with pytest.raises(ValueError, match=message):
-        GraphRetriever(store, embedder, **params)
+        walks_only(store, embedder, **params)
 
 
 def test_bad_input_at_construction() -> None:
@@ -776,16 +838,16 @@ def test_bad_input_at_construction() -> None:
         ValueError,
         match=r"^relation_filter names relation\(s\) \['cites'\] that the store's edges do not have; they have \['r'\]$",
     ):
-        GraphRetriever(store, embedder, relation_filter=["cites"])
+        walks_only(store, embedder, relation_filter=["cites"])
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['hops'\]; allowed: \[.*'max_hops'"):
-        GraphRetriever(store, embedder, hops=3)
+        walks_only(store, embedder, hops=3)
     with pytest.raises(ValueError, match="reranker must be null or an object with a rerank"):
-        GraphRetriever(store, embedder, reranker="cross-encoder")
+        walks_only(store, embedder, reranker="cross-encoder")
     other = TfidfEmbedder(dim=2).fit(["alpha beta", "beta gamma", "gamma delta"])
     with pytest.raises(ValueError, match="not the one the store was built with"):
-        GraphRetriever(store, other)
+        walks_only(store, other)
     with pytest.raises(ValueError, match="GraphRetriever needs an embedder"):
-        GraphRetriever(store, None)
+        walks_only(store, None)
 
 
 def test_params_accept_config_lists_and_normalise_them() -> None:

@@ -37,9 +37,13 @@ def _settings(*overrides: str):  # type: ignore[no-untyped-def]
 def test_experiments_compose_and_validate(experiment: str) -> None:
     settings = _settings(f"experiment={experiment}")
     by_name = {spec.name: spec for spec in settings.retrievers}
-    assert set(by_name) == {"dense", "graph", "graph_oasis", "graph_rescored"}
+    assert set(by_name) == {"bm25", "dense", "graph", "graph_oasis", "graph_rescored", "graph_walks"}
     assert by_name["graph"].target == "retrievers.graph.GraphRetriever"
     assert by_name["graph_oasis"].params["scoring"] == "oasis"
+    # the oasis preset turns off both departures; the default keeps them on
+    assert by_name["graph_oasis"].params["rescore_reached"] is False
+    assert by_name["graph_oasis"].params["vector_fill"] is False
+    assert by_name["graph"].params["rescore_reached"] is True and by_name["graph"].params["vector_fill"] is True
     assert settings.store.edges is not None
     if experiment == "graph_cisi":
         assert settings.store.edges.references is not None
@@ -77,6 +81,8 @@ def test_cisi_run_writes_stats_and_edge_report(cisi_run) -> None:  # type: ignor
         assert 0.05 < entry["metrics"]["nDCG@10"] < 1
     metrics = summary.metrics()
     assert metrics["graph"]["R@100"] != metrics["graph_oasis"]["R@100"]  # the 90 graph slots differ
+    # vector fill: the default's list holds what dense ranks within it, plus graph-found documents
+    assert metrics["graph"]["R@100"] >= metrics["graph_walks"]["R@100"]
     environment = json.loads((tmp_path / "run" / "environment.json").read_text())
     edges = environment["edges"]
     assert edges["by_relation"] == {"references": 77344}
@@ -140,18 +146,26 @@ def test_scoped_run_follows_sequence_edges_within_the_conversation(
         "dataset.group_key=null",
         "retrievers.graph.seed_top_k=1",
         "retrievers.graph_oasis.seed_top_k=1",
+        "retrievers.graph_rescored.seed_top_k=1",
+        "retrievers.graph_walks.seed_top_k=1",
         "store.edges.similar_to=null",
     )
     run_experiment(settings, tmp_path / "run")
-    for name in ("graph", "graph_oasis"):
+    for name in ("graph", "graph_oasis", "graph_rescored", "graph_walks"):
         lines = [
             line.split() for line in (tmp_path / "run" / "runs" / f"{name}.trec").read_text().splitlines()
         ]
         by_query: dict[str, list[str]] = {}
         for qid, _, doc_id, *_ in lines:
             by_query.setdefault(qid, []).append(doc_id)
-        # the seed (turn 0) and the turns the sequence reaches in 2 hops, never the other conversation
-        assert by_query == {"qa": ["A0", "A1", "A2"], "qb": ["B0", "B1", "B2"]}, name
+        # the seed (turn 0) and the turns the sequence reaches in 2 hops, never the other
+        # conversation; with vector fill (the default) the rest of the conversation follows
+        expected = {"qa": ["A0", "A1", "A2"], "qb": ["B0", "B1", "B2"]}
+        if name == "graph":
+            assert {qid: docs[:3] for qid, docs in by_query.items()} == expected, name
+            assert by_query == {"qa": ["A0", "A1", "A2", "A3"], "qb": ["B0", "B1", "B2", "B3"]}
+        else:
+            assert by_query == expected, name
     document = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert document["retrievers"]["graph"]["metrics"]["R@10"] == 1.0
     assert document["retrievers"]["dense"]["metrics"]["R@10"] == 1.0  # 4 turns: dense finds all
@@ -198,6 +212,8 @@ def test_multirun_sweeps_hop_decay_and_max_hops(shared_datasets: Path, tmp_path:
         "~retrievers.dense",
         "~retrievers.graph_oasis",
         "~retrievers.graph_rescored",
+        "~retrievers.graph_walks",
+        "~retrievers.bm25",
         "retrievers.graph.hop_decay=0.0,1.0",
         "retrievers.graph.max_hops=0,1",
         "sweep.evaluate_best=false",

@@ -57,7 +57,12 @@ class GraphParams(RetrieverParams):
     graph_top_k: int = param(0, low=0, high=BIG, doc="slots of the list reserved for graph-found documents")
     max_frontier: int = param(0, low=0, high=BIG, doc="documents of a hop expanded further (0 = all)")
     rescore_reached: bool = param(
-        False, doc="graph-found documents also get vector_weight * their own cosine"
+        True, doc="graph-found documents also get vector_weight * their own cosine (false: oasis)"
+    )
+    vector_fill: bool = param(
+        True,
+        doc="vector search ranks past the seeds are candidates too, scored by their own cosine "
+        "(false: the list is seeds + graph-found only, as in oasis)",
     )
 
     def __post_init__(self) -> None:
