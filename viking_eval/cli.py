@@ -11,8 +11,10 @@
 
 Exit status: 0 success; 1 a gate check failed, or a bug (its traceback is printed); 2 the config
 or the data is invalid: one line ``error: <key or file:line>: <what is wrong; what is allowed>`` on
-stderr and no traceback (``VIKING_EVAL_DEBUG=1`` or ``HYDRA_FULL_ERROR=1`` print it). A data error
-met while running marks the run folder failed (``status.json``), so it never looks finished.
+stderr and no traceback (``VIKING_EVAL_DEBUG=1`` or ``HYDRA_FULL_ERROR=1`` print it; the debug
+switch also lets through libraries' info and debug lines, dropped otherwise: viking_eval/progress.py).
+A data error met while running marks the run folder failed (``status.json``), so it never looks
+finished.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from viking_eval.config.compose import (
     job_overrides,
 )
 from viking_eval.data import DataError
+from viking_eval.progress import quiet_libraries
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a gate check failed, or a bug
@@ -251,6 +254,7 @@ def mark_failed(output_dir: Path, message: str) -> None:
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def app(cfg: DictConfig) -> Any:
     """The Hydra task: validate, pick the program, run it."""
+    quiet_libraries(debug=debugging())  # again: a launcher may run this job in another process
     try:
         settings = load_settings(cfg)
     except ConfigError as error:
@@ -280,6 +284,7 @@ def app(cfg: DictConfig) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: pre-flight, then the Hydra app with the same arguments."""
+    quiet_libraries(debug=debugging())  # libraries' info/debug lines and bars: VIKING_EVAL_DEBUG=1 shows them
     arguments = list(sys.argv[1:] if argv is None else argv)
     preflight(arguments)
     sys.argv = [sys.argv[0], *arguments]

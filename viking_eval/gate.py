@@ -620,14 +620,17 @@ def run_checks(
     ``run_experiment`` (passed in: the gate sits beside the runner, not above it)."""
     summaries = {}
     with threadpool_limits(limits=1):
-        for item in planned:
+        for number, item in enumerate(planned, start=1):
+            # one line per check and step, numbered: readable in a CI log, where no bar is drawn,
+            # and between the bars of the check's own run on a terminal
+            step = f"gate [{number}/{len(planned)}] {item.check.name}"
             start = time.perf_counter()
-            print(f"gate: running {item.check.name}: {item.check.command}", file=sys.stderr, flush=True)
+            print(f"{step}: running {item.check.command}", file=sys.stderr, flush=True)
             summaries[item.check.name] = run(
                 item.settings, output_dir / item.check.name, config_yaml=item.config_yaml
             )
             seconds = time.perf_counter() - start
-            print(f"gate: {item.check.name} done in {seconds:.1f} s", file=sys.stderr, flush=True)
+            print(f"{step}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
     return summaries
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from retrievers.types import Embedder, EncodeKind, Retriever
+from viking_eval.progress import progress_bar
 
 T = TypeVar("T")
 
@@ -93,12 +94,16 @@ def measure_latency(
     warmup: int = 10,
     seed: int = 0,
     blas_threads: int | None = 1,
+    label: str = "",
+    show_progress: bool | None = False,
 ) -> LatencyReport | None:
     """Time ``retrieve`` one query at a time on a sample; None when the sample is empty.
 
     ``queries`` are (text, scope) pairs; ``make_retriever(embedder, scope)`` gives the retriever
     that serves a scope (scope is None when queries are not scoped). Retrievers are built before
-    timing starts."""
+    timing starts. A progress bar ``timing <label>: <n> queries`` counts the warm-up and timed
+    queries (``show_progress``: True, False, or None for a terminal only); it is updated between
+    queries, outside the timed calls."""
     sample = sample_queries(queries, n_queries, seed)
     if not sample:
         return None
@@ -110,15 +115,21 @@ def measure_latency(
     totals: list[float] = []
     encodes: list[float] = []
     limit = nullcontext() if blas_threads is None else threadpool_limits(blas_threads, user_api="blas")
-    with limit:
-        for text, scope in sample[:warmup]:
+    warm = sample[:warmup]
+    desc = f"timing {label + ': ' if label else ''}{len(sample):,} queries"
+    if warm:
+        desc += f" (+{len(warm)} warm-up)"
+    with limit, progress_bar(total=len(warm) + len(sample), desc=desc, unit="q", show=show_progress) as bar:
+        for text, scope in warm:
             retrievers[scope].retrieve(text, top_k)
+            bar.update()
         for text, scope in sample:
             timed.elapsed = 0.0
             start = time.perf_counter()
             retrievers[scope].retrieve(text, top_k)
             totals.append(time.perf_counter() - start)
             encodes.append(timed.elapsed)
+            bar.update()
     searches = [total - encode for total, encode in zip(totals, encodes, strict=True)]
     by_scope: dict[Hashable, list[str]] = {}
     for text, scope in sample:

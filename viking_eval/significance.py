@@ -30,6 +30,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from viking_eval.progress import progress_bar
+
 TestName = Literal["t-test", "wilcoxon", "permutation"]
 CorrectionName = Literal["holm", "bh", "none"]
 BootstrapMethod = Literal["BCa", "percentile", "basic"]
@@ -455,19 +457,29 @@ def compare_with_baseline(
     baseline: str,
     metrics: Sequence[str],
     settings: SignificanceSettings,
+    *,
+    show_progress: bool | None = False,
 ) -> SignificanceReport:
     """Compare every system in ``per_query`` (system -> metric -> query id -> value) except
     ``baseline`` with ``baseline`` on every metric, with every test; p-values adjusted per test
-    across all (system, metric) comparisons. Fewer than 2 queries: no comparisons."""
+    across all (system, metric) comparisons. Fewer than 2 queries: no comparisons. A progress
+    bar counts the (system, metric) comparisons (``show_progress``: True, False, or None for a
+    terminal only)."""
     if baseline not in per_query:
         raise ValueError(f"baseline {baseline!r} is not among the systems {sorted(per_query)}")
     unadjusted: list[Comparison] = []
-    for name, values in per_query.items():
-        if name == baseline:
-            continue
-        for metric in metrics:
+    pairs = [(name, metric) for name in per_query if name != baseline for metric in metrics]
+    bar = progress_bar(
+        total=len(pairs),
+        desc=f"significance vs {baseline}: {len(pairs)} comparisons ({settings.bootstrap:,} resamples)",
+        unit="cmp",
+        show=show_progress if pairs else False,
+    )
+    with bar:
+        for name, metric in pairs:
+            bar.update()
             query_ids, mine, theirs = aligned(
-                values[metric], per_query[baseline][metric], f"{name} vs {baseline} on {metric}"
+                per_query[name][metric], per_query[baseline][metric], f"{name} vs {baseline} on {metric}"
             )
             if len(query_ids) < 2:
                 continue

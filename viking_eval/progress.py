@@ -1,0 +1,85 @@
+"""Progress bars: one look for every long phase of the harness.
+
+A bar is a tqdm bar on stderr whose label says what is being done to what, with a unit:
+``embedding scifact corpus (5,183 docs)``, ``retrieve dense: 300 queries``, ``timing dense: 100
+queries``, ``significance vs bm25: 5 comparisons (10,000 resamples)``. One switch decides whether
+bars are drawn: the config's top-level ``show_progress`` (true: always; false: never; null, the
+default: only when stderr is a terminal, tqdm's ``disable=None``), so that logs, CI output and
+captured test output hold no bar.
+
+Libraries' own log lines and bars are silenced by :func:`quiet_libraries` (the CLI calls it)
+unless ``VIKING_EVAL_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from tqdm.auto import tqdm
+
+__all__ = ["NOISY_LOGGERS", "progress_bar", "progress_shown", "quiet_libraries"]
+
+NOISY_LOGGERS = (
+    "bm25s",  # sets its own level to DEBUG: "[bm25s][DEBUG] Building index from IDs" on every build
+    "sentence_transformers",  # "Loading SentenceTransformer model from ..." on every run
+    "transformers",
+    "huggingface_hub",
+    "ir_datasets",  # "[INFO] [starting] ..." / "[finished] ..." around every read (viking_eval/irds.py)
+    "urllib3",
+    "filelock",
+    "faiss",
+    "numexpr",
+)
+"""Loggers whose records below WARNING are dropped unless ``VIKING_EVAL_DEBUG=1``."""
+
+
+def progress_bar(
+    *, total: int | None, desc: str, unit: str, show: bool | None = None, leave: bool = True, **options: Any
+) -> tqdm[Any]:
+    """A labelled tqdm bar on stderr; ``show``: True always, False never, None on a terminal."""
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        leave=leave,
+        disable=None if show is None else not show,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        **options,
+    )
+
+
+def progress_shown(show: bool | None) -> bool:
+    """Whether a bar with this ``show`` setting is drawn (for code that takes a plain bool)."""
+    if show is not None:
+        return show
+    return bool(sys.stderr is not None and sys.stderr.isatty())
+
+
+class _BelowWarning(logging.Filter):
+    """Drops a logger's records below WARNING. A filter, not a level: libraries set their own
+    levels when imported (bm25s sets DEBUG, ir_datasets INFO), after the CLI has started."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
+
+
+_QUIET = _BelowWarning()
+
+
+def quiet_libraries(debug: bool = False) -> None:
+    """Silence libraries' info and debug lines (:data:`NOISY_LOGGERS`) and Hugging Face's progress
+    bars (``Loading weights``; also a model download's bar: ``HF_HUB_DISABLE_PROGRESS_BARS``,
+    unless already set); with ``debug`` everything is shown again. Call before those libraries
+    are imported, so that the environment variable is read."""
+    for name in NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if debug:
+            logger.removeFilter(_QUIET)
+        elif _QUIET not in logger.filters:
+            logger.addFilter(_QUIET)
+    if not debug:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
