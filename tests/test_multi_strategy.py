@@ -170,6 +170,63 @@ def test_rrf_fusion_by_hand(store: ContextStore) -> None:
     ]
 
 
+def test_max_fusion_by_hand(store: ContextStore) -> None:
+    # FACTUAL: semantic 1.0, fulltext 0.9; normalised (minmax) and weighted as in the test above
+    retriever = MultiStrategyRetriever(store, AxisEmbedder(), fusion="max", consensus_boost=0.05)
+    retriever.strategies["semantic"] = FixedStrategy("semantic", [0, 1, 2], [0.9, 0.6, 0.3])  # -> 1, .5, 0
+    retriever.strategies["fulltext"] = FixedStrategy("fulltext", [2, 1], [8.0, 4.0])  # -> 1, 0
+    results = retriever.retrieve("Who is Caroline?", 10)
+    # c1: 1.0; c2: max(0.5, 0.9 * 0) + 0.05 = 0.55 (the mean would give 0.25 + 0.05: fulltext's low
+    # score no longer drags it down); c3: max(0, 0.9 * 1) + 0.05 = 0.95
+    assert [(r.doc_id, round(r.score, 12)) for r in results] == [("c1", 1.0), ("c3", 0.95), ("c2", 0.55)]
+
+
+def test_weighted_average_fusion_is_the_seeds_raw_fusion(store: ContextStore) -> None:
+    # TEMPORAL: semantic 1.0, temporal 1.2; raw scores times raw weights, no normalisation
+    retriever = MultiStrategyRetriever(store, AxisEmbedder(), fusion="weighted_average")
+    retriever.strategies["semantic"] = FixedStrategy("semantic", [0, 1], [0.9, 0.6])
+    retriever.strategies["temporal"] = FixedStrategy("temporal", [1, 4], [0.5, 0.95])
+    results = retriever.retrieve("When did I go out?", 10)
+    assert [(r.doc_id, r.score) for r in results] == [
+        ("h2", pytest.approx(0.95 * 1.2)),  # temporal alone: 1.14, above 1 (not capped)
+        ("c1", pytest.approx(0.9)),  # semantic alone
+        ("c2", pytest.approx((0.6 + 0.5 * 1.2) / 2 + 0.1)),  # both: mean + boost
+    ]
+
+
+def chained(store: ContextStore) -> ContextStore:
+    """The module's documents with sequence edges c1 -> c2 -> c3 (a new store)."""
+    from retrievers.store.edges import EdgeSet
+    from retrievers.types import Edge
+
+    built = ContextStore.build(DOCS, AxisEmbedder())
+    built.edges = EdgeSet.from_edges(
+        [Edge("c1", "c2", "sequence", 1.0, ""), Edge("c2", "c3", "sequence", 1.0, "")], built.row_of
+    )
+    return built
+
+
+def test_context_weight_adds_the_best_neighbours_fused_score(store: ContextStore) -> None:
+    retriever = MultiStrategyRetriever(chained(store), AxisEmbedder(), context_weight=0.5)
+    retriever.strategies["semantic"] = FixedStrategy("semantic", [0, 1], [0.9, 0.6])  # -> 1, 0
+    retriever.strategies["fulltext"] = FixedStrategy("fulltext", [0], [3.0])  # -> 1 x 0.9
+    results = retriever.retrieve("Who is Caroline?", 10)
+    # fused: c1 = min(mean(1, 0.9) + 0.1, 1) = 1.0, c2 = 0; context: c2 + 0.5 x c1, c3 (after c2,
+    # found by no strategy) joins with 0.5 x c2's own 0
+    assert [(r.doc_id, r.score) for r in results] == [
+        ("c1", pytest.approx(1.0)),
+        ("c2", pytest.approx(0.5)),
+        ("c3", pytest.approx(0.0)),
+    ]
+    assert results[1].provenance["own_score"] == 0.0 and results[1].provenance["context_boost"] == 1.0
+    assert (
+        results[2].provenance["strategies"] == {}
+        and results[0].provenance["stats"]["context_candidates"] == 1
+    )
+    with pytest.raises(ValueError, match="needs a store with edges"):
+        MultiStrategyRetriever(store, AxisEmbedder(), context_weight=0.5)
+
+
 # -- each strategy alone -------------------------------------------------------------------------
 
 
@@ -220,6 +277,32 @@ def test_temporal_decay_days_changes_the_order(store: ContextStore) -> None:
     # 30 days: h3, h2, h1. With almost no decay relevance decides: h1 (cos 1, 171 days old)
     # overtakes h2 (cos 0.71); recency only orders h3 before h1
     assert ids(flat.retrieve("When did I go hiking?", 3)) == ["h3", "h1", "h2"]
+
+
+def test_temporal_recency_is_the_seeds_pure_recency(store: ContextStore) -> None:
+    retriever = MultiStrategyRetriever(store, AxisEmbedder(), **only("temporal", temporal_scoring="recency"))  # type: ignore[arg-type]
+    results = retriever.retrieve("When did I go hiking?", 10)
+    # every timed document by exp(-age_days / 30) alone, relevance ignored: the newest first
+    age = {"n1": 0.0, "h3": 29.0, "h2": (REFERENCE - ts(2023, 5, 8, 13, 56)) / DAY, "p1": 149.0, "h1": 171.0}
+    assert ids(results) == ["n1", "h3", "h2", "p1", "h1"]
+    raw = {r.doc_id: r.provenance["strategies"]["temporal"]["score"] for r in results}
+    assert raw == pytest.approx({doc: math.exp(-days / 30) for doc, days in age.items()})
+    # the seed's window: without a time range in the query, the last 30 days only
+    window = MultiStrategyRetriever(
+        store, AxisEmbedder(), **only("temporal", temporal_scoring="recency", temporal_window_days=30)
+    )  # type: ignore[arg-type]
+    assert ids(window.retrieve("When did I go hiking?", 10)) == ["n1", "h3"]
+    # a time range named in the query replaces the window: May 2023 holds h2 only
+    assert ids(window.retrieve("What did I do in May 2023?", 10)) == ["h2"]
+
+
+def test_temporal_flat_scores_every_candidate_0_8(store: ContextStore) -> None:
+    retriever = MultiStrategyRetriever(
+        store, AxisEmbedder(), **only("temporal", temporal_scoring="flat", temporal_window_days=60)
+    )  # type: ignore[arg-type]
+    results = retriever.retrieve("When did I go hiking?", 10)
+    assert [(r.doc_id, r.score) for r in results] == [("h2", 1.0), ("h3", 1.0), ("n1", 1.0)]  # minmax of ties
+    assert {r.provenance["strategies"]["temporal"]["score"] for r in results} == {0.8}
 
 
 def test_structural_matches_identifier_parts(store: ContextStore) -> None:
@@ -637,7 +720,16 @@ def table(**changes: object) -> dict[str, object]:
         ({"decay_days": -30}, r"^decay_days must be a number in \(0, 1000000\], got -30$"),
         ({"decay_days": 0}, r"^decay_days must be a number in \(0, 1000000\], got 0$"),
         ({"consensus_boost": 1.5}, r"^consensus_boost must be a number in \[0, 1\], got 1.5$"),
-        ({"fusion": "sum"}, r"^fusion must be one of \['consensus', 'rrf'\], got 'sum'$"),
+        (
+            {"fusion": "sum"},
+            r"^fusion must be one of \['consensus', 'rrf', 'max', 'weighted_average'\], got 'sum'$",
+        ),
+        (
+            {"temporal_scoring": "newest"},
+            r"^temporal_scoring must be one of \['relevance', 'recency', 'flat'\]",
+        ),
+        ({"temporal_window_days": 0}, r"^temporal_window_days must be a number in \(0, 1000000\] or null, got 0$"),
+        ({"context_weight": -1}, r"^context_weight must be a number in \[0, 100\], got -1$"),
         ({"normalization": "z"}, r"^normalization must be one of \['minmax', 'max'\], got 'z'$"),
         ({"fulltext_scoring": "tfidf"}, r"^fulltext_scoring must be one of \['bm25', 'seed'\], got 'tfidf'$"),
         ({"reference_time": "next tuesday"}, r"^reference_time must be 'latest', an ISO 8601 time"),

@@ -84,9 +84,18 @@ class MultiStrategyParams(AnalyzerParams, RetrieverParams):
     strategies: tuple[StrategyName, ...] = param(
         STRATEGIES, non_empty=True, unique=True, doc="the strategies that may run at all"
     )
-    fusion: Literal["consensus", "rrf"] = param("consensus", doc="how the strategies' lists are fused")
-    normalization: Literal["minmax", "max"] = param("minmax", doc="consensus: per strategy, before weighting")
-    consensus_boost: float = param(0.1, low=0.0, high=1.0, doc="consensus: added per extra strategy")
+    fusion: Literal["consensus", "rrf", "max", "weighted_average"] = param(
+        "consensus",
+        doc="how the strategies' lists are fused: consensus (mean of normalised, weighted scores + "
+        "boost), max (their max + boost: a weak strategy cannot drag a strong one down), rrf, "
+        "weighted_average (the Memory-Arc seed as written: raw scores x weights, uncapped singletons)",
+    )
+    normalization: Literal["minmax", "max"] = param(
+        "minmax", doc="consensus, max: per strategy, before weighting"
+    )
+    consensus_boost: float = param(
+        0.1, low=0.0, high=1.0, doc="consensus, max, weighted_average: added per extra strategy"
+    )
     rrf_k: int = param(60, low=1, high=10_000, doc="rrf: RRF's k (Cormack et al. 2009)")
     candidate_k: int = param(
         100, low=1, high=10_000, doc="each strategy returns max(depth, candidate_k) candidates"
@@ -98,11 +107,35 @@ class MultiStrategyParams(AnalyzerParams, RetrieverParams):
         "latest", doc="temporal: 'latest' (the scope's latest document time), ISO 8601 or epoch seconds"
     )
     temporal_pool: int = param(100, low=1, high=10_000, doc="temporal: most similar timed documents rescored")
+    temporal_scoring: Literal["relevance", "recency", "flat"] = param(
+        "relevance",
+        doc="temporal: relevance = in_range + max(cos, 0) x recency (ours); recency = "
+        "exp(-age_days / decay_days) alone, flat = 0.8 for every candidate (the Memory-Arc seed, "
+        "with and without boost_recent)",
+    )
+    temporal_window_days: float | None = param(
+        None,
+        low=0.0,
+        high=1e6,
+        low_open=True,
+        doc="temporal recency/flat: without a time range in the query, only documents of the last "
+        "this many days before the reference time (Memory-Arc: 30); null = every timed document",
+    )
     structural_fields: tuple[str, ...] = param(
         DEFAULT_STRUCTURAL_FIELDS, non_empty=True, doc="structural: metadata keys holding names"
     )
     fulltext_scoring: Literal["bm25", "seed"] = param(
         "bm25", doc="fulltext: the store's BM25, or matches/keywords*0.6 + importance/10*0.4"
+    )
+    context_weight: float = param(
+        0.0,
+        low=0.0,
+        high=100.0,
+        doc="after fusion, add this times the best neighbour's fused score (store edges of "
+        "context_relations, both ways; neighbours join the candidates); 0 = off",
+    )
+    context_relations: tuple[str, ...] = param(
+        ("sequence",), non_empty=True, unique=True, doc="edge relations whose ends are neighbours"
     )
     timeout_seconds: float = param(
         10.0, low=0.0, high=3600.0, low_open=True, doc="per strategy and query of a block; over it: dropped"

@@ -21,8 +21,14 @@ For each block of queries (the kernel's ``query_batch_size``):
        fused = min(mean(weighted scores) + consensus_boost * (n - 1), 1.0)
 
    e.g. 0.85, 0.72 and 0.68 from three strategies of equal weight give
-   ``min(0.75 + 0.1 * 2, 1) = 0.95``. ``fusion: rrf``: weighted reciprocal rank fusion,
-   ``sum_s weight_s / (rrf_k + rank_s)`` with ranks from 1 (Cormack et al., SIGIR 2009).
+   ``min(0.75 + 0.1 * 2, 1) = 0.95``. ``fusion: max``: the same with the max instead of the mean
+   (:func:`~retrievers.fusion.max_consensus_fuse`), so a strategy that ranks a document low
+   cannot pull it below what the best strategy gave it. ``fusion: rrf``: weighted reciprocal rank
+   fusion, ``sum_s weight_s / (rrf_k + rank_s)`` with ranks from 1 (Cormack et al., SIGIR 2009).
+   ``fusion: weighted_average``: the seed as written (:func:`~retrievers.fusion.weighted_average_fusion`:
+   raw scores times raw weights, no normalisation, a single strategy's score not capped).
+   ``context_weight`` > 0 then adds that times the best neighbour's fused score over the store's
+   edges of ``context_relations`` (:func:`~retrievers.fusion.context_fusion`; our addition).
 5. The kernel (:mod:`retrievers.kernel`) does the rest: chunk rows to documents, the ranking order
    (score desc, doc id asc), the rerank hook, top_k.
 
@@ -47,7 +53,15 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.fusion import consensus_fuse, normalize_scores, reciprocal_rank_fusion
+from retrievers.fusion import (
+    consensus_fuse,
+    context_fusion,
+    edge_neighbours,
+    max_consensus_fuse,
+    normalize_scores,
+    reciprocal_rank_fusion,
+    weighted_average_fusion,
+)
 from retrievers.kernel import Candidates, Retriever
 from retrievers.multi_strategy.analysis import QueryAnalysis, QueryAnalyzer
 from retrievers.multi_strategy.params import EVIDENCE, STRATEGIES, VECTOR_STRATEGIES, MultiStrategyParams
@@ -101,11 +115,21 @@ class MultiStrategyRetriever(Retriever):
                 decay_days=params.decay_days,
                 reference_epoch=params.reference_epoch,
                 pool=params.temporal_pool,
+                scoring=params.temporal_scoring,
+                window_days=params.temporal_window_days,
             ),
             "structural": lambda: StructuralStrategy(store, scope, params.structural_fields),
             "fulltext": lambda: FullTextStrategy(store, mask, scope, params.fulltext_scoring),
         }
         self.strategies: dict[str, Strategy] = {name: build[name]() for name in params.strategies}
+        self._context: Any = None
+        if params.context_weight > 0:
+            if store.edges is None:
+                raise ValueError(
+                    "context_weight > 0 needs a store with edges (store.edges, e.g. store=locomo_graph "
+                    "for LoCoMo's sequence edges); this store has none"
+                )
+            self._context = edge_neighbours(store.edges, params.context_relations)
         # why the last encode_block of this thread gave no vectors (read by the search after it)
         self._encoding = threading.local()
 
@@ -225,26 +249,41 @@ class MultiStrategyRetriever(Retriever):
                     "normalized": norm,
                     "weight": weight,
                 }
-        if params.fusion == "consensus":
+        if params.fusion in ("consensus", "max"):
+            combine = consensus_fuse if params.fusion == "consensus" else max_consensus_fuse
             fused = {
-                row: consensus_fuse(
+                row: combine(
                     [entry["weight"] / max_weight * entry["normalized"] for entry in by_strategy.values()],
                     params.consensus_boost,
                 )
                 for row, by_strategy in per_row.items()
             }
+        elif params.fusion == "weighted_average":
+            fused = weighted_average_fusion(
+                [dict(zip(rows.tolist(), raw.tolist(), strict=True)) for raw, rows in lists.values()],
+                [plan.weights[name] for name in lists],
+                consensus_boost=params.consensus_boost,
+            )
         else:
             fused = reciprocal_rank_fusion(
                 [rows.tolist() for _, rows in lists.values()],
                 [plan.weights[name] for name in lists],
                 k=params.rrf_k,
             )
+        own: dict[int, float] = {}
+        boosts: dict[int, float] = {}
+        if self._context is not None:
+            own = fused
+            fused, boosts = context_fusion(
+                own, self._context, weight=params.context_weight, allowed=self.mask
+            )
         rows = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
         scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
 
         def provenance(i: int) -> dict[str, Any]:
-            by_strategy = per_row[int(rows[i])]
-            return {
+            row = int(rows[i])
+            by_strategy = per_row.get(row, {})
+            found = {
                 "intent": analysis.intent,
                 "fusion": params.fusion,
                 "strategies": by_strategy,
@@ -252,12 +291,17 @@ class MultiStrategyRetriever(Retriever):
                 "skipped": plan.skipped,
                 "dropped": dropped,
             }
+            if boosts:  # context: the strategies' fused score, and what the best neighbour added
+                found.update(own_score=own.get(row, 0.0), context_boost=boosts[row])
+            return found
 
         stats = {
             "intent": analysis.intent,
             "strategies_run": len(lists),
             "strategies_skipped": len(plan.skipped),
             "strategies_dropped": len(dropped),
-            "fused_candidates": len(fused),
+            "fused_candidates": len(own) if boosts else len(fused),
         }
+        if boosts:
+            stats["context_candidates"] = len(fused) - len(own)
         return Candidates(rows, scores, provenance, stats)
