@@ -1,0 +1,19 @@
+"""viking_eval: the evaluation harness around the ``retrievers`` library.
+
+``python -m viking_eval`` runs it from Hydra configs; :func:`viking_eval.evaluate` runs it from
+Python (docs/api.md). The import is lazy: ``import viking_eval`` loads neither Hydra nor a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["evaluate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "evaluate":
+        from viking_eval.api import evaluate
+
+        return evaluate
+    raise AttributeError(f"module 'viking_eval' has no attribute {name!r}")

@@ -12,15 +12,19 @@ each run recorded) and with the same metric settings (the judged queries evaluat
 naming the dataset, the setting or file, both values and both folders, and exit status 2.
 
 The config hash is the first 12 hex digits of sha256 over the retriever's config (``_target_``
-and parameters), the embedder config and the store settings: the same retriever on two datasets
-has the same hash; any change to what it is changes it.
+and parameters), the embedder config and the store settings, each with its defaults filled in:
+the same retriever on two datasets, or from the CLI and from ``viking_eval.evaluate``, has the
+same hash; any change to what it is changes it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import dataclasses
 import hashlib
+import inspect
 import io as text_io
 import json
 import sys
@@ -29,10 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_class
 from tabulate import tabulate
 
 from viking_eval import io, run_folder
 from viking_eval.benchmark_table import row_name
+from viking_eval.config import ConfigError, check_store
 
 __all__ = ["LeaderboardError", "LeaderboardRow", "collect", "main", "table_rows"]
 
@@ -59,12 +65,44 @@ class LeaderboardRow:
     settings: dict[str, Any] = field(default_factory=dict)  # the metric settings compared
 
 
+def _with_defaults(node: Any) -> Any:
+    """A ``_target_`` config with the class's defaults filled in (its Params fields, else its
+    constructor's keyword defaults), so that a config that leaves a default out and one that
+    writes it hash the same."""
+    if not isinstance(node, dict) or not isinstance(node.get("_target_"), str):
+        return node
+    try:
+        cls = get_class(node["_target_"])
+    except Exception:  # a class that no longer imports: its config as written
+        return node
+    filled = dict(node)
+    params = getattr(cls, "Params", None)
+    if dataclasses.is_dataclass(params):
+        for item in dataclasses.fields(params):
+            if item.init and item.name not in filled and item.default is not dataclasses.MISSING:
+                filled[item.name] = item.default
+    else:
+        with contextlib.suppress(TypeError, ValueError):
+            for parameter in inspect.signature(cls).parameters.values():
+                if parameter.name not in filled and parameter.default is not inspect.Parameter.empty:
+                    filled[parameter.name] = parameter.default
+    return filled
+
+
+def _store(values: Any) -> Any:
+    try:
+        return check_store(values or {}).to_dict()
+    except ConfigError:
+        return values
+
+
 def config_hash(config: dict[str, Any], retriever: str) -> str:
-    """sha256 (12 hex digits) of the retriever's config, the embedder and the store settings."""
+    """sha256 (12 hex digits) of the retriever's config, the embedder config and the store
+    settings, each with its defaults filled in."""
     payload = {
-        "retriever": (config.get("retrievers") or {}).get(retriever),
-        "embedder": config.get("embedder"),
-        "store": config.get("store"),
+        "retriever": _with_defaults((config.get("retrievers") or {}).get(retriever)),
+        "embedder": _with_defaults(config.get("embedder")),
+        "store": _store(config.get("store")),
     }
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

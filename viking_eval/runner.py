@@ -230,8 +230,10 @@ def run_retriever(
     store: ContextStore,
     embedder: Embedder,
     cache: ArtifactCache,
-    output_dir: Path,
+    output_dir: Path | None,
 ) -> RetrieverResult:
+    """One configured retriever, built over ``store`` (per query scope), evaluated by
+    :func:`evaluate_retriever`; its run file goes to ``output_dir`` (None: not written)."""
     cls = get_class(spec.target)
     scoped_stores: dict[str | None, ContextStore] = {}
 
