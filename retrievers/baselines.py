@@ -1,4 +1,5 @@
-"""Flat baselines over a ContextStore: BM25 and exact dense retrieval.
+"""Flat baselines over a ContextStore: BM25 and dense retrieval (exact, or through the store's
+ANN index when ``store.vector_index`` is a faiss kind).
 
 Both are exact top-k searches (``exact_depth``): over a chunked store the kernel reads their chunk
 lists as deep as needed so that each document scores its best chunk exactly.
@@ -41,11 +42,14 @@ class BM25Retriever(Retriever):
 
 @dataclass(frozen=True)
 class DenseParams(RetrieverParams):
-    """Exact dense search has no parameters beyond the kernel's."""
+    """Dense search has no parameters beyond the kernel's (``ef_search``/``nprobe`` for an ANN
+    store among them)."""
 
 
 class DenseRetriever(Retriever):
-    """Exact inner-product search over the store's L2-normalised document embeddings (cosine).
+    """Inner-product search over the store's L2-normalised document embeddings (cosine), through
+    the store's vector index: exact by default, approximate over an ANN store (its candidates
+    are scored and ordered the same way).
 
     The search is batch-invariant, so ``retrieve_batch`` equals ``retrieve`` bit for bit
     whenever the embedder is (TF-IDF, static models). A transformer pads a batch to its longest
@@ -57,7 +61,4 @@ class DenseRetriever(Retriever):
 
     def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         assert vectors is not None
-        return [
-            Candidates.of(scores, rows)
-            for scores, rows in self.store.vectors.search(vectors, depth, mask=self.mask)
-        ]
+        return [Candidates.of(scores, rows) for scores, rows in self.vector_search(vectors, depth)]

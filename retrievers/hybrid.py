@@ -189,7 +189,7 @@ class HybridRetriever(Retriever):
             return self._retriever_leg(self.params.vector_leg, queries, fetch)
         if self.vector_weight == 0 or vectors is None:
             return [_EMPTY_HITS] * len(queries)
-        hits = list(self.store.vectors.search(vectors, fetch, mask=self.mask))
+        hits = list(self.vector_search(vectors, fetch))
         return [self._as_documents(h) for h in hits] if self._by_document else hits
 
     def _keyword_leg(self, queries: list[str], fetch: int) -> list[LegHits]:

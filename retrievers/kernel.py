@@ -22,9 +22,14 @@ Scope and filters: a store view (``store.allowed``, e.g. one LoCoMo conversation
 :attr:`Retriever.mask`, computed at construction; every search of every family is restricted by
 it before any top-k is taken.
 
+Vector search: families search the store's vector index through :meth:`Retriever.vector_search`
+(or :func:`search_vectors`), which passes the retriever's query-time ANN knobs (``ef_search``
+for an HNSW index, ``nprobe`` for IVF; None = the index's default) with the mask. A knob the
+store's index does not have is refused at construction; changing one never changes the store.
+
 Every family's parameters are a :class:`RetrieverParams` subclass (:mod:`retrievers.params`):
 the kernel's own (``filters``, ``reranker``, ``rerank_depth``, ``rerank_timeout``,
-``query_batch_size``) plus the family's. A retriever is built as
+``query_batch_size``, ``ef_search``, ``nprobe``) plus the family's. A retriever is built as
 ``Family(store, embedder, **params)`` or ``Family(store, embedder, params=Family.Params(...))``.
 """
 
@@ -38,6 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.filters import MetadataFilter, filter_mask
+from retrievers.index import FaissVectorIndex
+from retrievers.index.vectors import Hits
 from retrievers.params import ParamError, Params, param
 from retrievers.parents import resolve_parents, search_documents
 from retrievers.ranking import check_top_k, order_rows
@@ -47,7 +54,15 @@ from retrievers.types import Embedder, Reranker, RetrievalResult
 if TYPE_CHECKING:
     from retrievers.store import ContextStore
 
-__all__ = ["Candidates", "Retriever", "RetrieverParams", "check_embedder", "check_query"]
+__all__ = [
+    "Candidates",
+    "Retriever",
+    "RetrieverParams",
+    "check_embedder",
+    "check_query",
+    "check_vector_knobs",
+    "search_vectors",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -98,12 +113,65 @@ class RetrieverParams(Params):
         None, low=0.0, high=3600.0, low_open=True, doc="seconds a rerank call may take; null = no limit"
     )
     query_batch_size: int = param(256, low=1, high=65536, doc="queries encoded and searched together")
+    ef_search: int | None = param(
+        None,
+        low=1,
+        high=65536,
+        doc="HNSW efSearch of this retriever's vector searches (store.vector_index.kind=hnsw); null = the index's",
+    )
+    nprobe: int | None = param(
+        None,
+        low=1,
+        high=1 << 20,
+        doc="IVF lists probed by this retriever's vector searches (ivf_flat, ivf_pq); null = the index's",
+    )
 
     def check(self) -> None:
         if self.reranker is not None and not callable(getattr(self.reranker, "rerank", None)):
             raise self.fail(
                 "reranker", f"must be null or an object with a rerank() method, got {self.reranker!r}"
             )
+
+
+def check_vector_knobs(
+    params: RetrieverParams, store: ContextStore, who: str, searches_vectors: bool
+) -> None:
+    """ParamError unless every ANN knob set in ``params`` applies: the retriever searches vectors
+    (``searches_vectors``) and the store's vector index has that knob, within its range."""
+    for name in ("ef_search", "nprobe"):
+        value = getattr(params, name)
+        if value is None:
+            continue
+        if not searches_vectors:
+            raise ParamError(name, f"{name}={value}: {who} searches no vectors here, so no ANN knob applies")
+        index = store.vectors
+        if not isinstance(index, FaissVectorIndex):
+            raise ParamError(
+                name,
+                f"{name}={value} applies to an approximate vector index "
+                f"(store.vector_index.kind={'hnsw' if name == 'ef_search' else 'ivf_flat or ivf_pq'}); "
+                "this store's vector index is exact",
+            )
+        try:
+            index.check_knobs(**{name: value})
+        except ValueError as error:
+            raise ParamError(name, str(error)) from None
+
+
+def search_vectors(
+    store: ContextStore,
+    queries: np.ndarray,
+    k: int,
+    *,
+    mask: BoolArray | None,
+    params: RetrieverParams,
+) -> Hits:
+    """The store's vector index searched for ``queries`` (top ``k`` by score desc, row asc,
+    restricted to ``mask``), with the knobs of ``params`` when the index is approximate."""
+    index = store.vectors
+    if isinstance(index, FaissVectorIndex):
+        return index.search(queries, k, mask=mask, ef_search=params.ef_search, nprobe=params.nprobe)
+    return index.search(queries, k, mask=mask)
 
 
 @dataclass
@@ -178,6 +246,7 @@ class Retriever:
         self.mask: BoolArray | None = (
             store.allowed if chosen is None or chosen.is_empty else filter_mask(store, chosen)
         )
+        check_vector_knobs(params, store, type(self).__name__, self.uses_embedder())
         self.setup()
 
     # -- what a family provides -------------------------------------------------------------------
@@ -215,6 +284,20 @@ class Retriever:
                 f"embedder returned shape {vectors.shape}, expected ({len(queries)}, {self.store.dim})"
             )
         return vectors
+
+    def vector_search(self, vectors: np.ndarray, k: int) -> Hits:
+        """The store's vector index searched within :attr:`mask`, with this retriever's ANN
+        knobs (``ef_search``, ``nprobe``): what families call instead of ``store.vectors.search``."""
+        return search_vectors(self.store, vectors, k, mask=self.mask, params=self.params)
+
+    @property
+    def approximate_vectors(self) -> bool:
+        """Whether this retriever's vector searches are approximate (the store's index is ANN)."""
+        return (
+            self.uses_embedder()
+            and self.store.has_vectors
+            and isinstance(self.store.vectors, FaissVectorIndex)
+        )
 
     def encode_block(self, queries: Sequence[str]) -> np.ndarray | None:
         """The block's query vectors, or None when this retriever does not use them."""

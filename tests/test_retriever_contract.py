@@ -93,15 +93,25 @@ def embedder() -> TfidfEmbedder:
     return TfidfEmbedder(dim=8, seed=0).fit([doc.full_text for doc in sorted(_corpus(), key=lambda d: d.id)])
 
 
-@pytest.fixture(scope="module")
-def store(embedder: TfidfEmbedder) -> ContextStore:
-    return ContextStore.build(_corpus(), embedder, StoreConfig.from_dict(STORE))
+#: every contract holds over the exact vector index and over a faiss HNSW index (retrievers/index/ann.py)
+VECTOR_INDEXES = ["exact", "hnsw"]
 
 
-@pytest.fixture(scope="module")
-def chunked(embedder: TfidfEmbedder) -> ContextStore:
+@pytest.fixture(scope="module", params=VECTOR_INDEXES)
+def store(embedder: TfidfEmbedder, request: pytest.FixtureRequest) -> ContextStore:
     return ContextStore.build(
-        _corpus(), embedder, StoreConfig.from_dict({**STORE, "chunking": {"size": 3, "overlap": 1}})
+        _corpus(), embedder, StoreConfig.from_dict({**STORE, "vector_index": {"kind": request.param}})
+    )
+
+
+@pytest.fixture(scope="module", params=VECTOR_INDEXES)
+def chunked(embedder: TfidfEmbedder, request: pytest.FixtureRequest) -> ContextStore:
+    return ContextStore.build(
+        _corpus(),
+        embedder,
+        StoreConfig.from_dict(
+            {**STORE, "chunking": {"size": 3, "overlap": 1}, "vector_index": {"kind": request.param}}
+        ),
     )
 
 

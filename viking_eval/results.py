@@ -35,6 +35,8 @@ class RetrieverResult:
     run_seconds: float
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> n_queries, metrics
     stats: dict[str, Any] = field(default_factory=dict)  # provenance_stats(): per-query retriever stats
+    # over an approximate vector index: index kind, knobs, ann_recall@10 (ann_quality.py); else {}
+    vector_search: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

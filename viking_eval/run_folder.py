@@ -31,7 +31,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from retrievers.types import RetrievalResult, sort_key
-from viking_eval import io
+from viking_eval import ann_quality, io
 from viking_eval.benchmark_table import comparison_record
 from viking_eval.report.benchmark import CSV_COLUMNS as BENCHMARK_COLUMNS
 from viking_eval.report.benchmark import benchmark_html, benchmark_markdown
@@ -137,6 +137,7 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
                 "run_seconds": round(result.run_seconds, 4),
                 **({"groups": result.groups} if result.groups else {}),
                 **({"stats": result.stats} if result.stats else {}),
+                **({"vector_search": result.vector_search} if result.vector_search else {}),
             }
             for result in summary.results
         },
@@ -169,15 +170,19 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
     folder = summary.output_dir
     metric_names = [metric.name for metric in settings.metrics]
     io.write_json(folder / "metrics.json", metrics_document(summary))
+    ann_names = ann_quality.metric_names(summary.results)  # ann_recall@10 beside the metrics
     rows = [
         [
             result.name,
             *(result.metrics[name] for name in metric_names),
+            *(result.metrics.get(name) for name in ann_names),
             *((result.latency or {}).get(key) for key in LATENCY_KEYS),
         ]
         for result in summary.results
     ]
-    io.write_text(folder / "metrics.csv", _csv_text(["retriever", *metric_names, *LATENCY_KEYS], rows))
+    io.write_text(
+        folder / "metrics.csv", _csv_text(["retriever", *metric_names, *ann_names, *LATENCY_KEYS], rows)
+    )
     write_per_query(
         folder / "per_query.csv",
         {result.name: result.per_query for result in summary.results},

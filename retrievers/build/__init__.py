@@ -1,7 +1,8 @@
 """Building a store: a pipeline of builders, each in its own module.
 
 :func:`build_store` runs, in order: chunking (``chunking.py``, when ``store.chunking`` is set),
-document embedding (the embedder), the BM25 index (``retrievers/index/bm25.py``), the context tree
+document embedding (the embedder), the vector index (``retrievers/index/ann.py``, when
+``store.vector_index`` is a faiss kind), the BM25 index (``retrievers/index/bm25.py``), the context tree
 (``hierarchy.py``), document times (``retrievers/timeparse.py``) and edges (``edges.py``, after the
 embeddings: ``similar_to`` edges use them). The result is a :class:`~retrievers.store.ContextStore`
 to save; loading one never imports this package.
@@ -19,7 +20,7 @@ import numpy as np
 from retrievers.build.chunking import chunk_documents
 from retrievers.build.edges import build_edges
 from retrievers.build.hierarchy import build_tree
-from retrievers.index import BM25Index
+from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
 from retrievers.store import ContextStore, StoreConfig
 from retrievers.timeparse import DocumentTimes
 from retrievers.types import Document, Embedder
@@ -51,6 +52,7 @@ def build_store(
             name
             for name, needed in (
                 ("store.hierarchy", config.hierarchy is not None),
+                (f"store.vector_index.kind={config.vector_index.kind}", config.vector_index.kind != "exact"),
                 ("store.edges.similar_to", config.edges is not None and config.edges.similar_to is not None),
                 (
                     "store.edges.llm (batching: neighbours)",
@@ -81,6 +83,11 @@ def build_store(
         else np.ascontiguousarray(embedder.encode(texts, kind="document"), dtype=np.float32)
     )
     seconds["embed"] = time.perf_counter() - start
+    vector_index = None
+    if embeddings is not None and config.vector_index.kind != "exact":
+        start = time.perf_counter()
+        vector_index = FaissVectorIndex.build(ExactVectorIndex(embeddings), config.vector_index)
+        seconds["vector_index"] = time.perf_counter() - start
     start = time.perf_counter()
     bm25 = BM25Index.build(
         texts,
@@ -105,6 +112,7 @@ def build_store(
         embedder_name="" if embedder is None else embedder.name,
         config=config,
         build_seconds=seconds,
+        vector_index=vector_index,
     )
     if parents is not None:
         parent_index = {doc.id: index for index, doc in enumerate(parents)}

@@ -125,7 +125,7 @@ class GraphRetriever(Retriever):
         # with vector_fill the same exact search goes on to depth: its first seed_top_k rows are
         # the seeds (the ranking is exact, so they are what a seed_top_k search returns)
         fetch = max(seeds, depth) if params.vector_fill else seeds
-        vector_hits = self.store.vectors.search(vectors, fetch, mask=self.mask)
+        vector_hits = self.vector_search(vectors, fetch)
         keyword_hits = (
             self.store.bm25.search(list(queries), seeds, mask=self.mask)
             if params.seed_keyword_weight > 0

@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from retrievers.hierarchical.params import HierarchicalParams
 from retrievers.hierarchical.scoring import NodeReranker, TreeIndex
+from retrievers.kernel import search_vectors
 from retrievers.ranking import top_k_1d
 
 __all__ = ["Found", "Traversal", "TraversalStats", "traverse"]
@@ -200,7 +201,8 @@ def traverse(
             if rows.size != len(index.store):
                 mask_rows = np.zeros(len(index.store), dtype=bool)
                 mask_rows[rows] = True
-            hit_scores, hit_rows = index.store.vectors.search(vector[None, :], limit, mask=mask_rows)[0]
+            found = search_vectors(index.store, vector[None, :], limit, mask=mask_rows, params=params)
+            hit_scores, hit_rows = found[0]
             for score, row in zip(hit_scores.tolist(), hit_rows.tolist(), strict=True):
                 node = int(index.node_of_row[row])
                 scores[node] = score

@@ -108,7 +108,7 @@ class MultiStrategyRetriever(Retriever):
         store, mask, scope = self.store, self.mask, self.scope
         self.analyzer = QueryAnalyzer(params)
         build: dict[str, Callable[[], Strategy]] = {
-            "semantic": lambda: SemanticStrategy(store, mask),
+            "semantic": lambda: SemanticStrategy(store, mask, params),
             "temporal": lambda: TemporalStrategy(
                 store,
                 mask,

@@ -1,7 +1,8 @@
 """ContextStore: the built, immutable artifact every retriever reads.
 
 Built once from a corpus, an embedder and store settings (:mod:`retrievers.build`); saved to a
-folder of ``.npy``, JSON and bm25s files (never pickle); loaded with ``mmap``. Loading imports no
+folder of ``.npy``, JSON and bm25s files (never pickle; a faiss index file when
+``store.vector_index`` is an ANN kind); loaded with ``mmap``. Loading imports no
 build code (no k-means, TF-IDF or LLM client). Retrievers are cheap objects over a store, so a
 sweep over query-time parameters builds one store and many retrievers.
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.index import BM25Index, ExactVectorIndex
+from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
 from retrievers.store.config import StoreConfig
 from retrievers.store.edges import EdgeSet
 from retrievers.store.tree import ContextTree
@@ -36,7 +37,11 @@ class ContextStore:
     """Documents, their embeddings (one float32 matrix, rows = documents) and a BM25 index.
 
     A store built without an embedder (``embeddings=None``, ``embedder_name=""``) serves lexical
-    retrievers only; asking it for vectors raises a ValueError that says so."""
+    retrievers only; asking it for vectors raises a ValueError that says so.
+
+    ``vector_index`` is the faiss index over the embeddings when ``config.vector_index.kind`` is
+    an ANN kind (built by :mod:`retrievers.build`, loaded by :meth:`load`); :attr:`vectors` is
+    then that index and :attr:`exact_vectors` the exact one."""
 
     def __init__(
         self,
@@ -47,6 +52,7 @@ class ContextStore:
         embedder_name: str,
         config: StoreConfig,
         build_seconds: Mapping[str, float] | None = None,
+        vector_index: FaissVectorIndex | None = None,
     ) -> None:
         if embeddings is not None and (embeddings.ndim != 2 or embeddings.shape[0] != len(documents)):
             raise ValueError(f"embeddings shape {embeddings.shape} does not match {len(documents)} documents")
@@ -58,7 +64,28 @@ class ContextStore:
             raise ValueError("store documents must be sorted by id without duplicates")
         self.row_of = {doc_id: row for row, doc_id in enumerate(self.doc_ids)}
         self._embeddings = embeddings
-        self._vectors = None if embeddings is None else ExactVectorIndex(embeddings)
+        kind = config.vector_index.kind
+        if (vector_index is None) != (kind == "exact" or embeddings is None):
+            raise ValueError(
+                f"store.vector_index.kind is {kind!r} but "
+                + ("no faiss index was given" if vector_index is None else "a faiss index was given")
+            )
+        if vector_index is not None:
+            assert embeddings is not None  # checked above
+            if vector_index.kind != kind or (vector_index.size, vector_index.dim) != embeddings.shape:
+                raise ValueError(
+                    f"the faiss index ({vector_index.kind}, {vector_index.size} x {vector_index.dim}) must "
+                    f"be of kind {kind!r} over this store's {embeddings.shape[0]} x {embeddings.shape[1]} embeddings"
+                )
+        # the exact index the faiss index rescores with, or a new one
+        self._vectors = (
+            vector_index.exact
+            if vector_index is not None
+            else None
+            if embeddings is None
+            else ExactVectorIndex(embeddings)
+        )
+        self._ann = vector_index
         self.bm25 = bm25
         self.embedder_name = embedder_name
         self.config = config
@@ -131,8 +158,17 @@ class ContextStore:
         return self._embeddings
 
     @property
-    def vectors(self) -> ExactVectorIndex:
-        """Exact inner-product search over :attr:`embeddings`."""
+    def vectors(self) -> ExactVectorIndex | FaissVectorIndex:
+        """The configured vector index over :attr:`embeddings` (``store.vector_index``): exact
+        by default, a faiss ANN index otherwise. Both search with the same contract."""
+        if self._vectors is None:
+            raise self._no_vectors()
+        return self._vectors if self._ann is None else self._ann
+
+    @property
+    def exact_vectors(self) -> ExactVectorIndex:
+        """Exact inner-product search over :attr:`embeddings`, whatever the configured index
+        (the reference an ANN index's recall is measured against)."""
         if self._vectors is None:
             raise self._no_vectors()
         return self._vectors
@@ -200,6 +236,8 @@ class ContextStore:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         if self.has_vectors:
             np.save(folder / "embeddings.npy", np.ascontiguousarray(self.embeddings), allow_pickle=False)
+        if self._ann is not None:
+            self._ann.save(folder / "vector_index")
         self.bm25.save(folder / "bm25")
         if self.tree is not None:
             self.tree.save(folder / "tree")
@@ -235,13 +273,20 @@ class ContextStore:
             else None
         )
         bm25 = BM25Index.load(folder / "bm25", mmap=mmap)
+        config = StoreConfig.from_dict(meta["config"])
+        vector_index = None
+        if embeddings is not None and config.vector_index.kind != "exact":
+            vector_index = FaissVectorIndex.load(
+                folder / "vector_index", ExactVectorIndex(embeddings), config.vector_index.kind, mmap=mmap
+            )
         store = cls(
             documents,
             embeddings,
             bm25,
             embedder_name=meta["embedder_name"],
-            config=StoreConfig.from_dict(meta["config"]),
+            config=config,
             build_seconds=meta.get("build_seconds"),
+            vector_index=vector_index,
         )
         if (folder / "tree").is_dir():
             tree = ContextTree.load(folder / "tree", mmap=mmap)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from viking_eval import ann_quality
+
 if TYPE_CHECKING:
     from viking_eval.config import Settings
     from viking_eval.results import RunSummary
@@ -33,9 +35,11 @@ def latency_note(settings: Settings) -> str:
 
 def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github") -> str:
     """One row per retriever: every metric (4 decimals; ▲/▼ significantly better/worse than the
-    baseline, see significance.py), p50/p95 latency in ms, QPS."""
+    baseline, see significance.py), ann_recall@10 over an approximate vector index
+    (ann_quality.py), p50/p95 latency in ms, QPS."""
     metric_names = [metric.name for metric in settings.metrics]
-    header = ["retriever", *metric_names, "p50 ms", "p95 ms", "QPS"]
+    ann_names = ann_quality.metric_names(summary.results)
+    header = ["retriever", *metric_names, *ann_names, "p50 ms", "p95 ms", "QPS"]
     significance = summary.significance
     rows = [
         [
@@ -45,6 +49,7 @@ def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github
                 + (significance.marker(result.name, name) if significance is not None else "")
                 for name in metric_names
             ),
+            *(f"{result.metrics[name]:.4f}" if name in result.metrics else "-" for name in ann_names),
             _latency(result, "p50_ms"),
             _latency(result, "p95_ms"),
             _latency(result, "qps"),
@@ -118,6 +123,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
         "",
         summary_table(summary, settings),
         "",
+        *ann_quality.table_note(environment),
         *significance_lines(summary),
         "## Latency split (ms)",
         "",
@@ -187,6 +193,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
         f"- built in this run: {environment.get('store_built_now')}; build seconds: "
         f"{json.dumps(environment.get('store_build_seconds'))}",
         f"- peak RSS: {environment.get('peak_rss_mb')} MB",
+        *ann_quality.store_lines(summary.results, environment),
         "",
         "Files: `metrics.json`, `metrics.csv`, `per_query.csv`, `significance.csv`, `latency.json`, "
         "`runs/*.trec`, `environment.json`, `config.yaml`, `report.html`.",

@@ -1,5 +1,6 @@
-"""The semantic strategy: exact dense search over the store's embeddings (cosine on
-L2-normalised vectors), restricted to the retriever's mask. Never filtered by the intent."""
+"""The semantic strategy: dense search over the store's embeddings (cosine on L2-normalised
+vectors) through the store's vector index (exact, or ANN with the retriever's ``ef_search`` /
+``nprobe``), restricted to the retriever's mask. Never filtered by the intent."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.kernel import RetrieverParams, search_vectors
 from retrievers.multi_strategy.analysis import QueryAnalysis
 from retrievers.multi_strategy.strategies.base import Hits, QueryContext, hits
 from retrievers.store import ContextStore
@@ -16,13 +18,17 @@ __all__ = ["SemanticStrategy"]
 
 
 class SemanticStrategy:
-    """Dense exact search over the store (cosine on L2-normalised vectors)."""
+    """Dense search over the store's vector index (cosine on L2-normalised vectors); ``params``
+    gives the ANN knobs (None: the index's defaults)."""
 
     name = "semantic"
 
-    def __init__(self, store: ContextStore, mask: npt.NDArray[np.bool_] | None) -> None:
+    def __init__(
+        self, store: ContextStore, mask: npt.NDArray[np.bool_] | None, params: RetrieverParams | None = None
+    ) -> None:
         self.store = store
         self.mask = mask
+        self.params = params if params is not None else RetrieverParams()
 
     def unavailable(self, analysis: QueryAnalysis) -> str | None:
         return None
@@ -32,6 +38,5 @@ class SemanticStrategy:
         if any(vector is None for vector in vectors):
             raise RuntimeError("no query vector (the embedder failed)")
         matrix = np.stack([vector for vector in vectors if vector is not None])
-        return [
-            hits(scores, rows) for scores, rows in self.store.vectors.search(matrix, depth, mask=self.mask)
-        ]
+        found = search_vectors(self.store, matrix, depth, mask=self.mask, params=self.params)
+        return [hits(scores, rows) for scores, rows in found]

@@ -1,0 +1,474 @@
+"""Approximate inner-product search with faiss, under the exact index's contract.
+
+:class:`FaissVectorIndex` wraps a faiss index built over a store's embeddings (inner-product
+metric; the kinds are ``store.vector_index.kind``, :class:`retrievers.store.config.VectorIndexConfig`):
+
+========== =================== ============================================ ==================
+kind       faiss class         what a search reads                          query-time knob
+========== =================== ============================================ ==================
+flat       ``IndexFlatIP``     every vector (brute force, faiss's kernels)  none
+hnsw       ``IndexHNSWFlat``   a graph walk (Malkov & Yashunin, 2018)       ``ef_search``
+ivf_flat   ``IndexIVFFlat``    the ``nprobe`` nearest k-means lists         ``nprobe``
+ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``nprobe``
+========== =================== ============================================ ==================
+
+:meth:`FaissVectorIndex.search` keeps :meth:`ExactVectorIndex.search`'s contract:
+
+* **Scores and order.** faiss only chooses candidates; each candidate is scored again exactly as
+  the exact index scores it (float32 products, numpy's pairwise sum per row: the same value in
+  any batch), and the top ``k`` are returned by (score desc, row asc). faiss is asked for
+  ``max(k, efSearch)`` candidates from HNSW (the walk collects ``efSearch`` anyway) and ``2k``
+  from the other kinds (scanning the probed lists costs the same for any heap size): a
+  duplicate document at the cut then loses to its lower row as everywhere else, and IVF-PQ's
+  quantised distances only pick candidates, never rank them.
+* **Batch == single, bit for bit.** HNSW walks each query on its own whatever the batch, so a
+  batch goes to faiss at once (its threads split the queries). A flat index and IVF's coarse
+  quantizer switch to BLAS for 20 or more queries, which rounds differently, so those kinds are
+  searched one query at a time.
+* **Masks** (scope, filters) go to faiss as an ``IDSelectorBitmap``: excluded rows are never
+  returned. A search allowed at most ``k`` rows, or under 2% of the index
+  (:data:`EXACT_FRACTION`), scores those rows exactly instead: a graph walk or a few lists would
+  find few of them, and scoring them all costs less than the walk.
+* **k larger than the index** returns every allowed row (faiss's HNSW would return only the
+  part of the graph it reached).
+* :attr:`approximate` is True: the results may miss items of the exact top ``k`` (the harness
+  reports ``ann_recall@10`` against exact search, viking_eval/ann_quality.py). ``flat`` is
+  included: it is exact up to float32 rounding at the cut.
+
+Files: ``index.faiss`` (faiss's format) and ``index.json`` (kind, rows, dim, settings, faiss
+version). Loading memory-maps the file for every kind with ``IO_FLAG_MMAP_IFC`` (faiss >= 1.11:
+flat codes, HNSW storage and neighbour lists, IVF inverted lists; HNSW's per-node levels and
+offsets, ~12 bytes a row, and IVF's centroids are read into memory). With an older faiss,
+``IO_FLAG_MMAP`` maps IVF's inverted lists only, and flat/HNSW are read into memory. A file that
+is truncated, unreadable or stale (another row count, dimension or kind than the store's) is
+refused with one line that says to rebuild.
+
+faiss is imported when an index is built or loaded, never by ``import retrievers``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievers.index.vectors import ExactVectorIndex, Hits
+from retrievers.ranking import check_mask, check_positive_int
+
+if TYPE_CHECKING:
+    from retrievers.store.config import VectorIndexConfig
+
+__all__ = [
+    "ANN_KINDS",
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_NPROBE",
+    "EXACT_FRACTION",
+    "FaissVectorIndex",
+    "VectorIndexError",
+]
+
+Float32Array = npt.NDArray[np.float32]
+IndexArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: the faiss kinds of ``store.vector_index.kind`` (``exact`` is ExactVectorIndex)
+ANN_KINDS = ("flat", "hnsw", "ivf_flat", "ivf_pq")
+#: efSearch an HNSW index is saved with (faiss's own default, 16, misses a lot at k = 10)
+DEFAULT_EF_SEARCH = 64
+#: nprobe an IVF index is saved with (at most its nlist)
+DEFAULT_NPROBE = 16
+#: a masked search allowed fewer than this fraction of the rows scores them all exactly
+EXACT_FRACTION = 0.02
+#: candidate rows rescored at once (bounds the products in memory: 32768 x 384 x 4 B = 50 MB)
+_RESCORE_ROWS = 32768
+#: rows added to faiss per call while building (bounded memory over a memory-mapped matrix)
+_ADD_ROWS = 65536
+#: the faiss class of each kind (what a loaded file must be)
+_CLASSES = {
+    "flat": "IndexFlatIP",
+    "hnsw": "IndexHNSWFlat",
+    "ivf_flat": "IndexIVFFlat",
+    "ivf_pq": "IndexIVFPQ",
+}
+_KNOBS = {"hnsw": "ef_search", "ivf_flat": "nprobe", "ivf_pq": "nprobe"}
+
+INDEX_FILE = "index.faiss"
+META_FILE = "index.json"
+
+
+class VectorIndexError(ValueError):
+    """A saved vector index that cannot be used (missing, truncated, stale); one line naming
+    the file and saying to rebuild the store."""
+
+
+def _faiss() -> Any:
+    loader = logging.getLogger("faiss.loader")
+    if loader.level == logging.NOTSET:  # it logs each SIMD build it fails to find, at INFO
+        loader.setLevel(logging.WARNING)
+    try:
+        import faiss
+    except ImportError as error:  # pragma: no cover - faiss-cpu is a dependency
+        raise ImportError(
+            "store.vector_index needs faiss (pip install faiss-cpu); kind 'exact' does not"
+        ) from error
+    return faiss
+
+
+def default_nlist(n_rows: int) -> int:
+    """IVF lists when ``nlist`` is null: ``4 sqrt(n)`` (faiss's guideline is 4-16 sqrt(n)), at
+    most ``n / 39`` so that k-means sees the 39 points per centroid faiss asks for."""
+    return max(1, min(round(4 * math.sqrt(n_rows)), n_rows // 39))
+
+
+def default_pq_m(dim: int) -> int:
+    """IVF-PQ sub-quantizers when ``pq_m`` is null: the largest divisor of ``dim`` that is at most
+    ``dim / 8`` (8 dimensions per byte code: 48 for 384-d vectors), at least 1."""
+    return max([m for m in range(1, max(1, dim // 8) + 1) if dim % m == 0])
+
+
+def _train_rows(n_rows: int, nlist: int, config: VectorIndexConfig) -> int:
+    if config.train_size is not None:
+        return min(n_rows, config.train_size)
+    centroids = max(nlist, 2**config.pq_bits if config.kind == "ivf_pq" else 0)
+    return min(n_rows, 64 * centroids)
+
+
+class FaissVectorIndex:
+    """A faiss index over a store's embeddings with :class:`ExactVectorIndex`'s search contract
+    (see the module docstring). ``exact`` is the exact index over the same embeddings: it
+    rescores candidates and answers :meth:`scores`."""
+
+    approximate: ClassVar[bool] = True
+
+    def __init__(self, index: Any, kind: str, exact: ExactVectorIndex, *, settings: dict[str, Any]) -> None:
+        if kind not in ANN_KINDS:
+            raise ValueError(f"kind must be one of {list(ANN_KINDS)}, got {kind!r}")
+        self._index = index
+        self.kind = kind
+        self.exact = exact
+        self.size = exact.size
+        self.dim = exact.dim
+        #: what the index was built with (the store's vector_index settings, resolved), for reports
+        self.settings = dict(settings)
+        self.mmapped = False
+        if int(index.ntotal) != exact.size or int(index.d) != exact.dim:
+            raise ValueError(
+                f"faiss index holds {index.ntotal} vectors of dimension {index.d}; the embeddings are "
+                f"{exact.size} x {exact.dim}"
+            )
+
+    # -- what it is ------------------------------------------------------------------------------
+
+    @property
+    def knob(self) -> str | None:
+        """The query-time knob of this kind: ``ef_search`` (HNSW), ``nprobe`` (IVF) or None."""
+        return _KNOBS.get(self.kind)
+
+    @property
+    def nlist(self) -> int | None:
+        return int(self._index.nlist) if self.kind in ("ivf_flat", "ivf_pq") else None
+
+    def default_knobs(self) -> dict[str, int]:
+        """The knob values a search uses when a retriever gives none (saved in the index)."""
+        if self.kind == "hnsw":
+            return {"ef_search": int(self._index.hnsw.efSearch)}
+        if self.kind in ("ivf_flat", "ivf_pq"):
+            return {"nprobe": int(self._index.nprobe)}
+        return {}
+
+    def check_knobs(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
+        """ValueError naming the knob unless every given knob applies to this kind and fits it."""
+        for name, value in (("ef_search", ef_search), ("nprobe", nprobe)):
+            if value is None:
+                continue
+            if name != self.knob:
+                wanted = "hnsw" if name == "ef_search" else "ivf_flat or ivf_pq"
+                raise ValueError(
+                    f"{name}={value} applies to a store.vector_index.kind of {wanted}; this store's "
+                    f"vector index is {self.kind}"
+                    + (f" (its knob is {self.knob})" if self.knob else " (it has no query-time knob)")
+                )
+            check_positive_int(value, name)
+            if name == "nprobe" and self.nlist is not None and value > self.nlist:
+                raise ValueError(f"nprobe={value} exceeds the index's {self.nlist} IVF lists (nlist)")
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, size, build settings, default knobs and whether the file is memory-mapped."""
+        return {
+            "kind": self.kind,
+            "approximate": self.approximate,
+            "rows": self.size,
+            "dim": self.dim,
+            "settings": self.settings,
+            "default_knobs": self.default_knobs(),
+            "mmap": self.mmapped,
+        }
+
+    # -- search ----------------------------------------------------------------------------------
+
+    def scores(self, query: npt.ArrayLike) -> Float32Array:
+        """Every item's score for one query: not a search, so the exact index answers it."""
+        return self.exact.scores(query)
+
+    def search(
+        self,
+        queries: npt.ArrayLike,
+        k: int,
+        *,
+        mask: npt.ArrayLike | None = None,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+    ) -> Hits:
+        """Top ``k`` items per query by (score desc, row asc) among faiss's candidates, scored as
+        :meth:`ExactVectorIndex.search` scores them; ``mask`` restricts results to rows marked
+        True; ``ef_search`` / ``nprobe`` override the index's defaults for this call (a knob of
+        another kind is refused). One ``(scores float32, rows int64)`` pair per query, of length
+        at most ``min(k, allowed rows)``."""
+        k = check_positive_int(k, "k")
+        self.check_knobs(ef_search=ef_search, nprobe=nprobe)
+        query_matrix = self._check_queries(queries)
+        n_queries = query_matrix.shape[0]
+        allowed = None if mask is None else check_mask(mask, self.size)
+        n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
+        length = min(k, n_allowed)
+        if length == 0:
+            empty = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
+            return [empty for _ in range(n_queries)]
+        if n_allowed <= k or (allowed is not None and n_allowed < EXACT_FRACTION * self.size):
+            rows = np.arange(self.size, dtype=np.int64) if allowed is None else np.flatnonzero(allowed)
+            return rescore(self.exact.vectors, query_matrix, [rows] * n_queries, length)
+        fetch = 2 * k
+        if self.kind == "hnsw":
+            fetch = max(k, ef_search if ef_search is not None else int(self._index.hnsw.efSearch))
+        fetch = min(fetch, n_allowed)
+        parameters = self._parameters(allowed, ef_search, nprobe)
+        if self.kind == "hnsw":
+            _, labels = self._index.search(query_matrix, fetch, params=parameters)
+        else:
+            labels = np.vstack(
+                [
+                    self._index.search(query_matrix[i : i + 1], fetch, params=parameters)[1]
+                    for i in range(n_queries)
+                ]
+            )
+        candidates = [row[row >= 0].astype(np.int64) for row in labels]
+        return rescore(self.exact.vectors, query_matrix, candidates, length)
+
+    def _check_queries(self, queries: npt.ArrayLike) -> Float32Array:
+        array = np.asarray(queries)
+        if array.ndim == 1:
+            array = array[None, :]
+        if array.ndim != 2 or array.shape[1] != self.dim:
+            raise ValueError(
+                f"queries must have shape ({self.dim},) or (n_queries, {self.dim}), got {array.shape}"
+            )
+        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+            raise ValueError(f"queries must be real numbers, got dtype {array.dtype}")
+        matrix = np.ascontiguousarray(array, dtype=np.float32)
+        if not np.isfinite(matrix).all():
+            raise ValueError("queries contain NaN or infinite values; every value must be finite")
+        return matrix
+
+    def _parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
+        """faiss SearchParameters: the selector of allowed rows and this call's knob."""
+        faiss = _faiss()
+        selector = None
+        if allowed is not None:
+            bits = np.packbits(allowed, bitorder="little")  # faiss: bit i & 7 of byte i >> 3
+            selector = faiss.IDSelectorBitmap(self.size, faiss.swig_ptr(bits))
+            selector.referenced_bits = bits  # keep the buffer alive as long as the selector
+        if self.kind == "hnsw":
+            ef = ef_search if ef_search is not None else int(self._index.hnsw.efSearch)
+            parameters = faiss.SearchParametersHNSW(efSearch=ef)
+        elif self.kind in ("ivf_flat", "ivf_pq"):
+            parameters = faiss.SearchParametersIVF(
+                nprobe=nprobe if nprobe is not None else int(self._index.nprobe)
+            )
+        else:
+            parameters = faiss.SearchParameters()
+        if selector is not None:
+            parameters.sel = selector
+            parameters.referenced_selector = selector
+        return parameters
+
+    # -- build, save, load ----------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, exact: ExactVectorIndex, config: VectorIndexConfig) -> FaissVectorIndex:
+        """A faiss index of ``config.kind`` over ``exact``'s vectors (inner product). IVF kinds
+        train on ``train_size`` rows sampled with ``config.seed``; HNSW levels are drawn with it.
+        Settings that cannot fit these vectors (``pq_m`` not dividing the dimension, more lists
+        than rows) are refused with the key to change."""
+        faiss = _faiss()
+        if config.kind not in ANN_KINDS:
+            raise ValueError(f"store.vector_index.kind {config.kind!r} is not a faiss kind {list(ANN_KINDS)}")
+        vectors = exact.vectors
+        n_rows, dim = exact.size, exact.dim
+        metric = faiss.METRIC_INNER_PRODUCT
+        settings: dict[str, Any] = {"kind": config.kind, "seed": config.seed}
+        if config.kind == "flat":
+            index = faiss.IndexFlatIP(dim)
+        elif config.kind == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, config.hnsw_m, metric)
+            index.hnsw.efConstruction = config.ef_construction
+            index.hnsw.efSearch = DEFAULT_EF_SEARCH
+            index.hnsw.rng = faiss.RandomGenerator(config.seed)  # the levels of the nodes
+            settings.update(hnsw_m=config.hnsw_m, ef_construction=config.ef_construction)
+        else:
+            nlist = config.nlist if config.nlist is not None else default_nlist(n_rows)
+            if nlist > n_rows:
+                raise ValueError(f"store.vector_index.nlist {nlist} exceeds the {n_rows} rows to index")
+            quantizer = faiss.IndexFlatIP(dim)
+            if config.kind == "ivf_flat":
+                index = faiss.IndexIVFFlat(quantizer, dim, nlist, metric)
+            else:
+                pq_m = config.pq_m if config.pq_m is not None else default_pq_m(dim)
+                if dim % pq_m:
+                    raise ValueError(
+                        f"store.vector_index.pq_m {pq_m} must divide the embedding dimension {dim}"
+                    )
+                index = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, config.pq_bits, metric)
+                index.pq.cp.seed = config.seed
+                index.pq.cp.min_points_per_centroid = 1  # faiss prints a warning per sub-quantizer
+                settings.update(pq_m=pq_m, pq_bits=config.pq_bits)
+            index.cp.seed = config.seed
+            index.cp.min_points_per_centroid = 1  # too few rows per list: one Python warning below
+            n_train = _train_rows(n_rows, nlist, config)
+            needed = max(nlist, 2**config.pq_bits if config.kind == "ivf_pq" else 1)
+            if n_train < needed:
+                raise ValueError(
+                    f"store.vector_index: {config.kind} with nlist {nlist}"
+                    + (f" and pq_bits {config.pq_bits}" if config.kind == "ivf_pq" else "")
+                    + f" needs at least {needed} training rows, got {n_train} (rows {n_rows}, "
+                    "train_size); lower nlist or pq_bits, or use hnsw"
+                )
+            wanted = 39 * max(nlist, 2**config.pq_bits if config.kind == "ivf_pq" else 1)
+            if n_train < wanted:  # faiss's own threshold for a sound k-means
+                warnings.warn(
+                    f"store.vector_index: training {config.kind} on {n_train} rows, fewer than the "
+                    f"{wanted} faiss recommends (39 per centroid); recall may suffer",
+                    stacklevel=2,
+                )
+            rng = np.random.default_rng(config.seed)
+            sample = np.sort(rng.choice(n_rows, size=n_train, replace=False))
+            index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+            index.nprobe = min(DEFAULT_NPROBE, nlist)
+            settings.update(nlist=nlist, train_size=n_train)
+        for start in range(0, n_rows, _ADD_ROWS):
+            index.add(np.ascontiguousarray(vectors[start : start + _ADD_ROWS], dtype=np.float32))
+        return cls(index, config.kind, exact, settings=settings)
+
+    def save(self, folder: Path) -> None:
+        """``index.faiss`` and ``index.json`` in ``folder`` (created if needed)."""
+        faiss = _faiss()
+        folder.mkdir(parents=True, exist_ok=True)
+        faiss.write_index(self._index, str(folder / INDEX_FILE))
+        meta = {
+            "kind": self.kind,
+            "rows": self.size,
+            "dim": self.dim,
+            "settings": self.settings,
+            "faiss_version": faiss.__version__,
+        }
+        (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path, exact: ExactVectorIndex, kind: str, *, mmap: bool = True) -> FaissVectorIndex:
+        """The index saved in ``folder`` over ``exact``'s vectors, memory-mapped when ``mmap``
+        (see the module docstring). VectorIndexError, one line, when the files are missing,
+        unreadable or truncated, or were built for other embeddings (rows, dimension) or
+        another kind."""
+        faiss = _faiss()
+        path = folder / INDEX_FILE
+        meta_path = folder / META_FILE
+        rebuild = "rebuild the store"
+        if not path.is_file() or not meta_path.is_file():
+            raise VectorIndexError(
+                f"{folder}: the store's {kind} vector index ({INDEX_FILE}, {META_FILE}) is missing; {rebuild}"
+            )
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            settings = dict(meta["settings"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise VectorIndexError(f"{meta_path}: unreadable ({error}); {rebuild}") from None
+        if meta.get("kind") != kind:
+            raise VectorIndexError(
+                f"{meta_path}: a {meta.get('kind')} index, the store's settings say {kind}; {rebuild}"
+            )
+        flags = 0
+        if mmap:
+            if hasattr(faiss, "IO_FLAG_MMAP_IFC"):
+                flags = faiss.IO_FLAG_MMAP_IFC
+            elif kind in ("ivf_flat", "ivf_pq"):
+                flags = faiss.IO_FLAG_MMAP
+        try:
+            index = faiss.read_index(str(path), flags)
+        except RuntimeError as error:  # faiss's C++ exceptions; the first line says what failed
+            reason = next((line.strip() for line in str(error).splitlines() if line.strip()), "unknown error")
+            raise VectorIndexError(
+                f"{path}: not a readable faiss index (truncated or damaged: {reason[:200]}); {rebuild}"
+            ) from None
+        found = type(index).__name__
+        if found != _CLASSES[kind]:
+            raise VectorIndexError(
+                f"{path}: a faiss {found}, expected {_CLASSES[kind]} for kind {kind}; {rebuild}"
+            )
+        if int(index.ntotal) != exact.size or int(index.d) != exact.dim:
+            raise VectorIndexError(
+                f"{path}: stale: it holds {index.ntotal} vectors of dimension {index.d}, the store's "
+                f"embeddings are {exact.size} x {exact.dim}; {rebuild}"
+            )
+        if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise VectorIndexError(f"{path}: not an inner-product index; {rebuild}")
+        loaded = cls(index, kind, exact, settings=settings)
+        loaded.mmapped = bool(flags)
+        return loaded
+
+
+def rescore(
+    vectors: Float32Array, queries: Float32Array, candidates: Sequence[IndexArray], length: int
+) -> Hits:
+    """Each query's candidate rows scored as :class:`ExactVectorIndex` scores them (float32
+    products, numpy's pairwise sum per row: batch-invariant), then its top ``length`` by
+    (score desc, row asc). Queries are taken in blocks of at most :data:`_RESCORE_ROWS`
+    candidate rows (one query's rows at least), which bounds the products held at once."""
+    results: Hits = []
+    first = 0
+    while first < len(candidates):
+        last, total = first + 1, candidates[first].size
+        while last < len(candidates) and total + candidates[last].size <= _RESCORE_ROWS:
+            total += candidates[last].size
+            last += 1
+        results += _rescore_block(vectors, queries[first:last], candidates[first:last], length)
+        first = last
+    return results
+
+
+def _rescore_block(
+    vectors: Float32Array, queries: Float32Array, candidates: Sequence[IndexArray], length: int
+) -> Hits:
+    counts = np.fromiter((rows.size for rows in candidates), dtype=np.int64, count=len(candidates))
+    rows = np.concatenate(candidates)
+    owner = np.repeat(np.arange(len(candidates), dtype=np.int64), counts)
+    products = np.asarray(vectors[rows], dtype=np.float32)  # a copy (fancy indexing), multiplied in place
+    products *= queries[owner]
+    scores = products.sum(axis=1)  # pairwise per row: the same value in any batch
+    order = np.lexsort((rows, -scores, owner))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    results: Hits = []
+    for i in range(len(candidates)):
+        picked = order[starts[i] : starts[i] + min(int(counts[i]), length)]
+        top = scores[picked]
+        if not np.isfinite(top).all():
+            raise ValueError(
+                "a similarity score overflowed to a non-finite value; rows and queries should be L2-normalised"
+            )
+        results.append((top, rows[picked]))
+    return results
