@@ -14,13 +14,16 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
 
 :meth:`FaissVectorIndex.search` keeps :meth:`ExactVectorIndex.search`'s contract:
 
-* **Scores and order.** faiss only chooses candidates; each candidate is scored again exactly as
-  the exact index scores it (float32 products, numpy's pairwise sum per row: the same value in
+* **Scores and order.** faiss only chooses candidates; they are scored again exactly as the
+  exact index scores them (float32 products, numpy's pairwise sum per row: the same value in
   any batch), and the top ``k`` are returned by (score desc, row asc). faiss is asked for
   ``max(k, efSearch)`` candidates from HNSW (the walk collects ``efSearch`` anyway) and ``2k``
-  from the other kinds (scanning the probed lists costs the same for any heap size): a
-  duplicate document at the cut then loses to its lower row as everywhere else, and IVF-PQ's
-  quantised distances only pick candidates, never rank them.
+  from the other kinds (scanning the probed lists costs the same for any heap size). Those
+  whose faiss score is within the exact index's float32 rounding band of faiss's k-th best are
+  rescored (usually little more than k; the others cannot enter the top k): a duplicate
+  document at the cut then loses to its lower row as everywhere else. IVF-PQ's quantised
+  distances have no such bound, so all its candidates are rescored: they pick candidates and
+  never rank them.
 * **Batch == single, bit for bit.** HNSW walks each query on its own whatever the batch, so a
   batch goes to faiss at once (its threads split the queries). A flat index and IVF's coarse
   quantizer switch to BLAS for 20 or more queries, which rounds differently, so those kinds are
@@ -48,6 +51,7 @@ faiss is imported when an index is built or loaded, never by ``import retrievers
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -108,6 +112,7 @@ class VectorIndexError(ValueError):
     the file and saying to rebuild the store."""
 
 
+@functools.cache
 def _faiss() -> Any:
     loader = logging.getLogger("faiss.loader")
     if loader.level == logging.NOTSET:  # it logs each SIMD build it fails to find, at INFO
@@ -250,15 +255,26 @@ class FaissVectorIndex:
         fetch = min(fetch, n_allowed)
         parameters = self._parameters(allowed, ef_search, nprobe)
         if self.kind == "hnsw":
-            _, labels = self._index.search(query_matrix, fetch, params=parameters)
+            scores, labels = self._index.search(query_matrix, fetch, params=parameters)
         else:
-            labels = np.vstack(
-                [
-                    self._index.search(query_matrix[i : i + 1], fetch, params=parameters)[1]
-                    for i in range(n_queries)
-                ]
-            )
-        candidates = [row[row >= 0].astype(np.int64) for row in labels]
+            found = [
+                self._index.search(query_matrix[i : i + 1], fetch, params=parameters)
+                for i in range(n_queries)
+            ]
+            scores = np.vstack([values for values, _ in found])
+            labels = np.vstack([rows for _, rows in found])
+        # faiss's float32 inner products are within the exact index's rounding band of the exact
+        # scores, so a candidate below faiss's k-th best minus the band cannot reach the top k;
+        # IVF-PQ's scores are quantised (no such bound): all its candidates are rescored
+        bands = None if self.kind == "ivf_pq" else self.exact._bands(query_matrix)
+        candidates = []
+        for i in range(n_queries):
+            present = labels[i] >= 0
+            rows, values = labels[i][present].astype(np.int64), scores[i][present]
+            if bands is not None and rows.size > length:
+                kth = np.partition(values, rows.size - length)[rows.size - length]
+                rows = rows[values >= kth - bands[i]]
+            candidates.append(rows)
         return rescore(self.exact.vectors, query_matrix, candidates, length)
 
     def _check_queries(self, queries: npt.ArrayLike) -> Float32Array:
@@ -454,21 +470,32 @@ def rescore(
 def _rescore_block(
     vectors: Float32Array, queries: Float32Array, candidates: Sequence[IndexArray], length: int
 ) -> Hits:
+    if len(candidates) == 1:  # one query (the latency path): no owners to track
+        rows = candidates[0]
+        products = np.asarray(vectors[rows], dtype=np.float32)
+        products *= queries[0]
+        scores = products.sum(axis=1)
+        picked = np.lexsort((rows, -scores))[:length]
+        return [_checked(scores[picked], rows[picked])]
     counts = np.fromiter((rows.size for rows in candidates), dtype=np.int64, count=len(candidates))
     rows = np.concatenate(candidates)
     owner = np.repeat(np.arange(len(candidates), dtype=np.int64), counts)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     products = np.asarray(vectors[rows], dtype=np.float32)  # a copy (fancy indexing), multiplied in place
-    products *= queries[owner]
+    for i, (start, count) in enumerate(zip(starts.tolist(), counts.tolist(), strict=True)):
+        products[start : start + count] *= queries[i]  # elementwise: the same products as the exact index
     scores = products.sum(axis=1)  # pairwise per row: the same value in any batch
     order = np.lexsort((rows, -scores, owner))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     results: Hits = []
     for i in range(len(candidates)):
         picked = order[starts[i] : starts[i] + min(int(counts[i]), length)]
-        top = scores[picked]
-        if not np.isfinite(top).all():
-            raise ValueError(
-                "a similarity score overflowed to a non-finite value; rows and queries should be L2-normalised"
-            )
-        results.append((top, rows[picked]))
+        results.append(_checked(scores[picked], rows[picked]))
     return results
+
+
+def _checked(scores: Float32Array, rows: IndexArray) -> tuple[Float32Array, IndexArray]:
+    if not np.isfinite(scores).all():
+        raise ValueError(
+            "a similarity score overflowed to a non-finite value; rows and queries should be L2-normalised"
+        )
+    return scores, rows
