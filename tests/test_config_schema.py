@@ -189,7 +189,7 @@ def test_harness_and_store_values_are_typed_before_any_data(override: str, line:
     [
         (
             ["+foo=1"],
-            "foo: unknown key; the top level has: dataset, name, embedder, store, retrievers, run, sweep, gate, cache_dir, show_progress",
+            "foo: unknown key; the top level has: dataset, name, embedder, store, retrievers, run, sweep, gate, benchmark, cache_dir, show_progress",
         ),
         (
             ["+dataset.colour=red"],
@@ -265,7 +265,7 @@ def test_hydra_mistakes_are_one_line() -> None:
     assert (
         _error("experiment=quickstrat")
         .line()
-        .startswith("experiment: no option 'quickstrat'; the options are: ci_regression, ")
+        .startswith("experiment: no option 'quickstrat'; the options are: benchmark, ci_regression, ")
     )
     assert "quickstart, smoke (conf/experiment/)" in _error("experiment=quickstrat").line()
     assert _error("dataset=nope").line().startswith("dataset: no option 'nope'; the options are: adi, cisi")
