@@ -9,6 +9,9 @@
 * ``matches.py``: what ``find()``/``search()`` return and how typed queries' matches merge.
 * ``retriever.py``: :class:`HierarchicalRetriever` (``retrieve`` through the kernel, ``find``,
   ``search``).
+* ``search.py``: :class:`HierarchicalSearchRetriever`, ``search()`` (intent analysis, typed
+  queries, a session from the retriever's scope) through the kernel, so it is evaluated like any
+  retriever.
 """
 
 from retrievers.hierarchical.intent import (
@@ -25,6 +28,7 @@ from retrievers.hierarchical.intent import (
 from retrievers.hierarchical.matches import FindResult, MatchedContext, merge_matches
 from retrievers.hierarchical.params import HierarchicalParams
 from retrievers.hierarchical.retriever import HierarchicalRetriever
+from retrievers.hierarchical.search import HierarchicalSearchParams, HierarchicalSearchRetriever
 from retrievers.hierarchical.traversal import TraversalStats
 
 __all__ = [
@@ -32,6 +36,8 @@ __all__ = [
     "FindResult",
     "HierarchicalParams",
     "HierarchicalRetriever",
+    "HierarchicalSearchParams",
+    "HierarchicalSearchRetriever",
     "IntentAnalyzer",
     "LLMIntentAnalyzer",
     "MatchedContext",

@@ -36,6 +36,12 @@ class HierarchicalParams(RetrieverParams):
         3, low=1, high=1000, doc="stable top-k rounds before stopping; null = never stop early"
     )
     stagnation_exit: bool = param(True, doc="also stop when the pool has not grown for that many rounds")
+    leaf_keyword_weight: float = param(
+        0.0,
+        low=0.0,
+        high=1.0,
+        doc="leaf score = (1 - w) * cosine + w * BM25 / the query's best BM25 in scope (0 = cosine only)",
+    )
     mode: Literal["quick", "thinking"] = param(
         "thinking", doc="thinking: rerank when a reranker is set; quick: vector scores only"
     )

@@ -80,9 +80,30 @@ class TreeIndex:
         best[has] = np.maximum(best[has], record_scores[second[has]])
         scores[directories] = best
 
-    def score_missing(self, vector: npt.NDArray[np.float32], nodes: IntArray, scores: FloatArray) -> None:
-        """Fill ``scores`` for ``nodes`` not scored yet (NaN): a leaf by its document vector, a
-        directory by the best of its records."""
+    def keyword_scores(self, query: str, scope: BoolArray) -> FloatArray:
+        """Every node's normalised BM25 score for ``query``: a leaf's store row's BM25 score
+        divided by the best one among the leaves in ``scope`` (so in [0, 1]); 0 for directories,
+        leaves out of scope, and every node when no leaf in scope matches a query term."""
+        tree = self.tree
+        out = np.zeros(len(tree), dtype=np.float64)
+        leaves = np.flatnonzero(scope & tree.is_leaf)
+        if leaves.size:
+            raw = np.asarray(self.store.bm25.scores(query), dtype=np.float64)[self.leaf_rows[leaves]]
+            best = float(raw.max(initial=0.0))
+            if best > 0.0:
+                out[leaves] = raw / best
+        return out
+
+    def score_missing(
+        self,
+        vector: npt.NDArray[np.float32],
+        nodes: IntArray,
+        scores: FloatArray,
+        keyword: tuple[FloatArray, float] | None = None,
+    ) -> None:
+        """Fill ``scores`` for ``nodes`` not scored yet (NaN): a leaf by its document vector
+        (mixed with its normalised BM25 score when ``keyword`` = (keyword_scores, weight) is
+        given), a directory by the best of its records."""
         missing = nodes[np.isnan(scores[nodes])]
         if missing.size == 0:
             return
@@ -91,6 +112,9 @@ class TreeIndex:
         if leaves.size:
             block = np.asarray(self.store.embeddings[self.leaf_rows[leaves]], dtype=np.float32)
             scores[leaves] = block @ vector
+            if keyword is not None:
+                keyword_scores, weight = keyword
+                scores[leaves] = (1.0 - weight) * scores[leaves] + weight * keyword_scores[leaves]
         directories = missing[~leaf]
         if directories.size:
             best = self.record_vectors[self.record0[directories]] @ vector

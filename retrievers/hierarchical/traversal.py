@@ -169,6 +169,10 @@ def traverse(
     pool: dict[int, Found] = {}
     limit = max(top_k, params.global_search_topk)
     directory_levels = [level for level in params.global_search_levels if level < 2]
+    weight = float(params.leaf_keyword_weight)
+    # hybrid leaf scores: BM25 (an inverted-index lookup, not a vector score) mixed into each
+    # leaf's cosine as it is scored; None keeps the vector scores exactly
+    keyword = (index.keyword_scores(query, scope), weight) if weight > 0.0 else None
 
     def reranked(nodes: list[int]) -> tuple[list[float], str | None]:
         if rerank.active and nodes:
@@ -205,6 +209,8 @@ def traverse(
             hit_scores, hit_rows = found[0]
             for score, row in zip(hit_scores.tolist(), hit_rows.tolist(), strict=True):
                 node = int(index.node_of_row[row])
+                if keyword is not None:
+                    score = (1.0 - weight) * score + weight * float(keyword[0][node])
                 scores[node] = score
                 leaf_hits.append(node)
     stats.global_hits = len(start_nodes) + len(leaf_hits)
@@ -246,7 +252,7 @@ def traverse(
         children = tree.children(item.node)
         children = children[scope[children]]
         if children.size:
-            index.score_missing(vector, children, scores)
+            index.score_missing(vector, children, scores, keyword)
             scored[children] = True
             raw = scores[children]
             order = np.lexsort((children, -raw))[:child_limit]
