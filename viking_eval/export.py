@@ -87,6 +87,9 @@ def tuned_document(run_dir: Path, retriever: str, name: str, best: dict[str, Any
     environment = run_folder.read_environment(run_dir)
     retriever_cfg = dict(config["retrievers"][retriever])
     embedder_cfg = dict(config["embedder"])
+    # where the model runs is the caller's choice (load_tuned refuses a device from a file; the
+    # vectors do not depend on it): conf/embedder/minilm.yaml's device is not exported
+    embedder_cfg.pop("device", None)
     provenance: dict[str, Any] = {
         "source": str(run_dir),
         "dataset": metrics["dataset"],
