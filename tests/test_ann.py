@@ -552,13 +552,15 @@ def test_a_run_over_an_hnsw_store_reports_ann_recall(data_env: Path, tmp_path: P
     first = _run(tmp_path / "first", "store.vector_index.kind=hnsw", "retrievers.dense.ef_search=8")
     dense = first["metrics"]["retrievers"]["dense"]
     assert 0.5 <= dense["metrics"]["ann_recall@10"] <= 1.0
+    assert 0.5 <= dense["metrics"]["ann_recall@100"] <= 1.0  # run.top_k: the depth searched
     assert dense["vector_search"] == {
         "index": "hnsw",
         "approximate": True,
         "knobs": {"ef_search": 8},
-        "k": 10,
+        "depth": 100,
         "n_queries": dense["n_queries"],
         "ann_recall@10": dense["metrics"]["ann_recall@10"],
+        "ann_recall@100": dense["metrics"]["ann_recall@100"],
     }
     bm25 = first["metrics"]["retrievers"]["bm25"]
     assert "ann_recall@10" not in bm25["metrics"] and "vector_search" not in bm25
@@ -566,10 +568,13 @@ def test_a_run_over_an_hnsw_store_reports_ann_recall(data_env: Path, tmp_path: P
     assert index["kind"] == "hnsw" and index["approximate"] and index["mmap"]
     assert index["default_knobs"] == {"ef_search": 64}
     assert "Vector search was **approximate** (faiss hnsw" in first["report"]
-    assert "  - dense: ef_search 8; ann_recall@10 " in first["report"]
-    assert re.search(r"\|\s*AP@100\s*\|\s*ann_recall@10\s*\|\s*p50 ms", first["report"])  # the summary table
+    assert "  - dense: ef_search 8, depth 100; ann_recall@10 " in first["report"]
+    assert re.search(r"\|\s*AP@100\s*\|\s*ann_recall@10\s*\|\s*ann_recall@100\s*\|\s*p50 ms", first["report"])  # the summary table
     header = first["csv"][0].split(",")
-    assert header[header.index("AP@100") + 1] == "ann_recall@10"
+    assert header[header.index("AP@100") + 1 : header.index("AP@100") + 3] == [
+        "ann_recall@10",
+        "ann_recall@100",
+    ]
     assert first["environment"]["store_built_now"] is True
 
     second = _run(tmp_path / "second", "store.vector_index.kind=hnsw", "retrievers.dense.ef_search=64")

@@ -4,17 +4,24 @@ When the store's vector index is approximate (``store.vector_index.kind`` flat, 
 ivf_pq; :mod:`retrievers.index.ann`), every retriever that encodes queries (dense, hybrid with a
 vector leg, graph, multi-strategy with the semantic strategy, hierarchical) gets::
 
-    ann_recall@10 = mean over queries of |ANN top-10 ∩ exact top-10| / |exact top-10|
+    ann_recall@c = mean over queries of |ANN[:c] ∩ exact[:c]| / |exact[:c]|     c = 10 and run.top_k
 
-ANN top-10 is the store's index searched the way the retriever searches it: with its own
-``ef_search`` / ``nprobe`` and its scope and filters (:meth:`Retriever.vector_search`); exact
-top-10 is :class:`~retrievers.index.ExactVectorIndex` over the same embeddings and mask. Both
-use the query vectors the retriever searched with (the embedding cache holds them, so nothing
-is encoded twice). Queries with nothing in scope are left out. It measures the vector search a
-retriever runs, not its final ranking: nDCG beside it says what the misses cost.
+ANN is the store's index searched the way the retriever searches it, at the depth the harness
+asks retrievers for (``run.top_k``): with the retriever's own ``ef_search`` / ``nprobe``, scope
+and filters (:meth:`Retriever.vector_search`). exact is :class:`~retrievers.index.ExactVectorIndex`
+over the same embeddings and mask, at the same depth. Both use the query vectors the retriever
+searched with (the embedding cache holds them, so nothing is encoded twice). Queries with
+nothing in scope are left out. The depth matters: HNSW walks ``max(k, efSearch)`` candidates and
+IVF rescores ``2k``, so the top 10 of a depth-100 search (what nDCG@10 is computed from) is
+better than a depth-10 search's. It measures the vector search a dense retriever runs (depth =
+top_k without a reranker); other families search at their own depths (a hybrid's leg fetches
+``top_k x overfetch_multiplier``, a graph ``seed_top_k``), so for them it is the index's recall
+at the run's depth. It is not the recall of the final ranking: nDCG beside it says what the
+misses cost.
 
-The value goes into the retriever's metrics (``metrics.json``, ``metrics.csv``, the summary
-table, ``sweep.csv``: a sweep over ``ef_search`` or ``nprobe`` then plots it against latency);
+The values go into the retriever's metrics (``metrics.json``, ``metrics.csv``, the summary
+table, ``sweep.csv``: a sweep over ``ef_search`` or ``nprobe`` then plots ann_recall@10 against
+latency);
 ``vector_search`` of the result says which index and knobs produced it, and the report's Store
 section says the search was approximate. Nothing is added for an exact store.
 """
@@ -35,6 +42,7 @@ from retrievers.store import ContextStore
 __all__ = [
     "ANN_RECALL_K",
     "METRIC",
+    "PREFIX",
     "AnnQuality",
     "describe_index",
     "metric_names",
@@ -42,9 +50,10 @@ __all__ = [
     "table_note",
 ]
 
-#: the cutoff of ann_recall (the field's convention, ann-benchmarks' recall@10)
+#: the cutoff of ann_recall (the field's convention, ann-benchmarks' recall@10); run.top_k too
 ANN_RECALL_K = 10
 METRIC = f"ann_recall@{ANN_RECALL_K}"
+PREFIX = "ann_recall@"
 
 
 def describe_index(store: ContextStore) -> dict[str, Any]:
@@ -59,10 +68,13 @@ def describe_index(store: ContextStore) -> dict[str, Any]:
 
 
 class AnnQuality:
-    """Accumulates one retriever's ``ann_recall@10`` over the query blocks of a run."""
+    """Accumulates one retriever's ``ann_recall@10`` (and ``@depth``) over the query blocks of a
+    run; ``depth`` is how deep both searches go (the run's ``top_k``)."""
 
-    def __init__(self) -> None:
-        self.recalls: list[float] = []
+    def __init__(self, depth: int = ANN_RECALL_K) -> None:
+        self.depth = depth
+        self.cutoffs = sorted({min(ANN_RECALL_K, depth), depth})
+        self.recalls: dict[int, list[float]] = {cutoff: [] for cutoff in self.cutoffs}
         self.knobs: dict[str, int] = {}
         self.kind: str | None = None
         #: time spent measuring (the runner leaves it out of the retrieval time)
@@ -94,38 +106,49 @@ class AnnQuality:
             vectors = retriever.encode_block(list(texts[start : start + size]))
             if vectors is None:
                 continue
-            found = retriever.vector_search(vectors, ANN_RECALL_K)
-            exact = retriever.store.exact_vectors.search(vectors, ANN_RECALL_K, mask=retriever.mask)
+            found = retriever.vector_search(vectors, self.depth)
+            exact = retriever.store.exact_vectors.search(vectors, self.depth, mask=retriever.mask)
             for (_, ann_rows), (_, exact_rows) in zip(found, exact, strict=True):
-                if exact_rows.size:
-                    shared = np.intersect1d(ann_rows, exact_rows, assume_unique=True).size
-                    self.recalls.append(shared / exact_rows.size)
+                if not exact_rows.size:
+                    continue
+                for cutoff in self.cutoffs:
+                    truth = exact_rows[:cutoff]
+                    shared = np.intersect1d(ann_rows[:cutoff], truth, assume_unique=True).size
+                    self.recalls[cutoff].append(shared / truth.size)
         self.seconds += time.perf_counter() - started
 
+    @property
+    def n_queries(self) -> int:
+        return len(self.recalls[self.cutoffs[0]])
+
     def metrics(self) -> dict[str, float]:
-        """``{"ann_recall@10": mean}``, or nothing when no query was measured."""
-        if not self.recalls:
+        """``{"ann_recall@10": mean, "ann_recall@<depth>": mean}``, or nothing when no query
+        was measured."""
+        if not self.n_queries:
             return {}
-        return {METRIC: math.fsum(self.recalls) / len(self.recalls)}
+        return {
+            f"{PREFIX}{cutoff}": math.fsum(values) / len(values) for cutoff, values in self.recalls.items()
+        }
 
     def info(self) -> dict[str, Any]:
         """What the result's ``vector_search`` entry says: the index, the knobs the retriever
-        searched with (its own or the index's defaults), k, and the queries measured."""
-        if not self.recalls:
+        searched with (its own or the index's defaults), the depth, and the queries measured."""
+        if not self.n_queries:
             return {}
         return {
             "index": self.kind,
             "approximate": True,
             "knobs": self.knobs,
-            "k": ANN_RECALL_K,
-            "n_queries": len(self.recalls),
+            "depth": self.depth,
+            "n_queries": self.n_queries,
             **self.metrics(),
         }
 
 
 def metric_names(results: Sequence[Any]) -> list[str]:
-    """The ANN metrics some result carries (for tables beside the run's metrics)."""
-    return [METRIC] if any(METRIC in result.metrics for result in results) else []
+    """The ANN metrics some result carries, by cutoff (for tables beside the run's metrics)."""
+    names = {name for result in results for name in result.metrics if name.startswith(PREFIX)}
+    return sorted(names, key=lambda name: int(name.removeprefix(PREFIX)))
 
 
 def table_note(environment: dict[str, Any]) -> list[str]:
@@ -135,7 +158,7 @@ def table_note(environment: dict[str, Any]) -> list[str]:
         return []
     return [
         f"Vector search was **approximate** (faiss {index.get('kind')}, knobs and settings under Store); "
-        f"`{METRIC}` = recall of each retriever's vector search against exact search.",
+        "`ann_recall@c` = recall of the top c of each retriever's vector search against exact search.",
         "",
     ]
 
@@ -151,14 +174,16 @@ def store_lines(results: Sequence[Any], environment: dict[str, Any]) -> list[str
     )
     lines = [
         f"- vector index: faiss {index.get('kind')}, **approximate** ({settings}; "
-        f"{'memory-mapped' if index.get('mmap') else 'in memory'}); `{METRIC}` is the recall of each "
-        "retriever's vector search against exact search on the same query vectors"
+        f"{'memory-mapped' if index.get('mmap') else 'in memory'}); `ann_recall@c` is the recall of "
+        "the top c of each retriever's vector search (at the run's depth) against exact search on the "
+        "same query vectors"
     ]
     for result in results:
         search = getattr(result, "vector_search", None) or {}
         if search:
             knobs = ", ".join(f"{key} {value}" for key, value in search.get("knobs", {}).items()) or "no knob"
+            recalls = ", ".join(f"{name} {search[name]:.4f}" for name in metric_names([result]))
             lines.append(
-                f"  - {result.name}: {knobs}; {METRIC} {search[METRIC]:.4f} over {search['n_queries']} queries"
+                f"  - {result.name}: {knobs}, depth {search['depth']}; {recalls} over {search['n_queries']} queries"
             )
     return lines

@@ -287,7 +287,7 @@ def evaluate_retriever(
         by_scope.setdefault(scope, []).append(query_id)
     run: dict[str, list[RetrievalResult]] = {}
     batch = settings.run.batch_size
-    ann = AnnQuality()  # ann_recall@10 over an approximate vector index (ann_quality.py)
+    ann = AnnQuality(settings.run.top_k)  # ann_recall@10, @top_k over an ANN index (ann_quality.py)
     start = time.perf_counter()
     with tqdm(total=len(scopes), desc=f"retrieve {name}", unit="q", disable=_no_progress(settings)) as bar:
         for scope, scope_query_ids in by_scope.items():
