@@ -10,13 +10,20 @@ is usually configured. With more, numpy's OpenBLAS threads keep spinning after e
 product and take the cores from torch's threads encoding the next query: MiniLM + exact search
 on SciFact measured 47.8 ms encode / 2.7 ms search per query (p50) with two BLAS threads on two
 cores, 21.1 / 1.1 ms with one. ``retrieve_batch`` throughput uses every thread the process has.
+
+The same limit applies to torch's intra-op threads (once an embedder has imported torch; this
+module never imports it): on two cores shared with other jobs (load average 9), MiniLM encoded one
+SciFact query in 300-1,200 ms with two torch threads, whose every small operation waits for a
+descheduled partner, and in 46 ms with one -- the warm quickstart took 45-76 s instead of seconds.
+``blas_threads: null`` leaves both as the process has them.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable, Hashable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from typing import TypeVar
 
@@ -72,6 +79,40 @@ class LatencyReport:
         return asdict(self)
 
 
+class _TorchThreads:
+    """Holds torch's intra-op threads at ``limit`` from when torch is first seen imported (an
+    embedder may load its model, and torch, during the warm-up), restoring them on exit."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.before: int | None = None
+
+    def apply(self) -> None:
+        torch = sys.modules.get("torch")
+        if self.limit is None or self.before is not None or torch is None:
+            return
+        self.before = int(torch.get_num_threads())
+        torch.set_num_threads(self.limit)
+
+    def restore(self) -> None:
+        torch = sys.modules.get("torch")
+        if self.before is not None and torch is not None:
+            torch.set_num_threads(self.before)
+        self.before = None
+
+
+@contextmanager
+def _threads(limit: int | None) -> Iterator[_TorchThreads]:
+    """BLAS threads (threadpoolctl) and torch's threads at ``limit`` (None: untouched)."""
+    torch_threads = _TorchThreads(limit)
+    blas = nullcontext() if limit is None else threadpool_limits(limit, user_api="blas")
+    with blas:
+        try:
+            yield torch_threads
+        finally:
+            torch_threads.restore()
+
+
 def sample_queries(queries: Sequence[T], n: int, seed: int) -> list[T]:
     """``n`` queries drawn without replacement by a seeded RNG (all of them, in order, if n >= len)."""
     if n >= len(queries):
@@ -114,16 +155,18 @@ def measure_latency(
             retrievers[scope] = make_retriever(timed, scope)
     totals: list[float] = []
     encodes: list[float] = []
-    limit = nullcontext() if blas_threads is None else threadpool_limits(blas_threads, user_api="blas")
     warm = sample[:warmup]
     desc = f"timing {label + ': ' if label else ''}{len(sample):,} queries"
     if warm:
         desc += f" (+{len(warm)} warm-up)"
-    with limit, progress_bar(total=len(warm) + len(sample), desc=desc, unit="q", show=show_progress) as bar:
+    bar = progress_bar(total=len(warm) + len(sample), desc=desc, unit="q", show=show_progress)
+    with _threads(blas_threads) as torch_threads, bar:
         for text, scope in warm:
+            torch_threads.apply()
             retrievers[scope].retrieve(text, top_k)
             bar.update()
         for text, scope in sample:
+            torch_threads.apply()
             timed.elapsed = 0.0
             start = time.perf_counter()
             retrievers[scope].retrieve(text, top_k)
