@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class, instantiate
-from tqdm.auto import tqdm
 
 from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
@@ -46,6 +45,7 @@ from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
+from viking_eval.progress import progress_bar, progress_shown
 from viking_eval.report import summary_table
 from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
 from viking_eval.retriever_inputs import build_params, dataset_queries, input_files, wants_queries
@@ -119,9 +119,14 @@ class StoreLoader:
             def build(folder: Path) -> None:
                 store = ContextStore.build(
                     self.dataset.corpus.values(),
-                    CachedEmbedder(self.embedder, self.cache),
+                    CachedEmbedder(
+                        self.embedder,
+                        self.cache,
+                        label=f"{self.dataset.name} corpus",
+                        show_progress=self.settings.show_progress,
+                    ),
                     self.settings.store,
-                    show_progress=bool(self.settings.show_progress),
+                    show_progress=progress_shown(self.settings.show_progress),
                     source_folder=self.dataset.folder,
                 )
                 store.save(folder)
@@ -258,7 +263,9 @@ def run_retriever(
         spec.name,
         make,
         dataset,
-        run_embedder=CachedEmbedder(embedder, cache),
+        run_embedder=CachedEmbedder(
+            embedder, cache, label=f"{dataset.name} queries", show_progress=settings.show_progress
+        ),
         latency_embedder=embedder,
         known_ids=lambda scope: store_for(scope).parent_row_of,
         output_dir=output_dir,
@@ -289,7 +296,12 @@ def evaluate_retriever(
     batch = settings.run.batch_size
     ann = AnnQuality(settings.run.top_k)  # ann_recall@10, @top_k over an ANN index (ann_quality.py)
     start = time.perf_counter()
-    with tqdm(total=len(scopes), desc=f"retrieve {name}", unit="q", disable=_no_progress(settings)) as bar:
+    with progress_bar(
+        total=len(scopes),
+        desc=f"retrieve {name}: {len(scopes):,} queries",
+        unit="q",
+        show=settings.show_progress,
+    ) as bar:
         for scope, scope_query_ids in by_scope.items():
             retriever = make(run_embedder, scope)
             for begin in range(0, len(scope_query_ids), batch):
@@ -323,6 +335,8 @@ def evaluate_retriever(
         warmup=latency_settings.warmup,
         seed=latency_settings.seed,
         blas_threads=latency_settings.blas_threads,
+        label=name,
+        show_progress=settings.show_progress,
     )
     return RetrieverResult(
         name=name,
@@ -336,11 +350,6 @@ def evaluate_retriever(
         stats=provenance_stats(run),
         vector_search=ann.info(),
     )
-
-
-def _no_progress(settings: Settings) -> bool | None:
-    # tqdm: disable=None means "only when attached to a TTY"
-    return None if settings.show_progress is None else not settings.show_progress
 
 
 def _embedder_for(
@@ -483,6 +492,7 @@ def run_experiment(
         settings.run.baseline or results[0].name,
         [metric.name for metric in settings.metrics],
         settings.run.significance,
+        show_progress=settings.show_progress,
     )
     summary = RunSummary(
         output_dir=output_dir,

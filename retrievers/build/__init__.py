@@ -5,14 +5,17 @@ document embedding (the embedder), the vector index (``retrievers/index/ann.py``
 ``store.vector_index`` is a faiss kind), the BM25 index (``retrievers/index/bm25.py``), the context tree
 (``hierarchy.py``), document times (``retrievers/timeparse.py``) and edges (``edges.py``, after the
 embeddings: ``similar_to`` edges use them). The result is a :class:`~retrievers.store.ContextStore`
-to save; loading one never imports this package.
+to save; loading one never imports this package. With ``show_progress`` each phase is a labelled
+line on stderr (``store: tree (5,183 docs) [00:42]``; the BM25 index has a bar of its own, the
+embedding its embedder's) through tqdm, which sentence-transformers brings; without tqdm, none.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,21 @@ def _check_unique(documents: list[Document]) -> None:
     for previous, current in itertools.pairwise(documents):
         if previous.id == current.id:
             raise ValueError(f"duplicate document id {current.id!r}")
+
+
+@contextmanager
+def _phase(label: str, show: bool) -> Iterator[None]:
+    """One build phase as a labelled line with its time, ``store: <label> [mm:ss]``."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        show = False
+    if not show:
+        yield
+        return
+    with tqdm(total=1, desc=f"store: {label}", bar_format="{desc} [{elapsed}]", dynamic_ncols=True) as bar:
+        yield
+        bar.update()
 
 
 def build_store(
@@ -86,7 +104,8 @@ def build_store(
     vector_index = None
     if embeddings is not None and config.vector_index.kind != "exact":
         start = time.perf_counter()
-        vector_index = FaissVectorIndex.build(ExactVectorIndex(embeddings), config.vector_index)
+        with _phase(f"{config.vector_index.kind} index ({len(embeddings):,} vectors)", show_progress):
+            vector_index = FaissVectorIndex.build(ExactVectorIndex(embeddings), config.vector_index)
         seconds["vector_index"] = time.perf_counter() - start
     start = time.perf_counter()
     bm25 = BM25Index.build(
@@ -103,7 +122,8 @@ def build_store(
     if config.hierarchy is not None:
         assert embedder is not None and embeddings is not None  # checked above
         start = time.perf_counter()
-        tree = build_tree(ordered, embeddings, embedder, config.hierarchy, source_folder=source_folder)
+        with _phase(f"tree ({len(ordered):,} docs)", show_progress):
+            tree = build_tree(ordered, embeddings, embedder, config.hierarchy, source_folder=source_folder)
         seconds["hierarchy"] = time.perf_counter() - start
     store = ContextStore(
         ordered,
@@ -129,6 +149,7 @@ def build_store(
         store.build_seconds["timestamps"] = time.perf_counter() - start
     if config.edges is not None:  # after the embeddings: similar_to edges use them
         start = time.perf_counter()
-        store.edges = build_edges(ordered, embeddings, config.edges)
+        with _phase(f"edges ({len(ordered):,} docs)", show_progress):
+            store.edges = build_edges(ordered, embeddings, config.edges)
         store.build_seconds["edges"] = time.perf_counter() - start
     return store

@@ -23,6 +23,19 @@ from retrievers.text import WORD_PATTERN, check_stemmer, check_texts, progress, 
 
 __all__ = ["BM25_METHODS", "BM25Index"]
 
+_TOKENIZE_CHUNK = 2000  # documents per tokenize() call while a progress bar is shown
+
+
+def _progress_bar(total: int, desc: str) -> Any:
+    """A labelled tqdm bar on stderr, or None where tqdm is not installed (it comes with
+    sentence-transformers; this library does not require it)."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="doc", dynamic_ncols=True)
+
+
 Float32Array = npt.NDArray[np.float32]
 IndexArray = npt.NDArray[np.int64]
 Hits = list[tuple[Float32Array, IndexArray]]
@@ -112,13 +125,23 @@ class BM25Index:
 
         Defaults k1=0.9, b=0.4 with Lucene idf are Pyserini's BEIR "flat" settings. ``k1 > 0``,
         ``0 <= b <= 1``, ``method`` in ``BM25_METHODS``, ``delta >= 0`` (used by bm25l/bm25+ only).
-        At least one document must keep a term after tokenization.
+        At least one document must keep a term after tokenization. ``show_progress``: one
+        labelled bar on stderr, ``bm25 index (<n> docs)``, instead of bm25s's own.
         """
         params = _check_bm25_params(k1, b, method, delta, stopwords, stemmer)
         items = check_texts(texts, "texts")
         if not items:
             raise ValueError("texts must hold at least 1 document, got 0")
-        corpus_tokens = tokenize(items, stopwords=stopwords, stemmer=stemmer, show_progress=show_progress)
+        bar = _progress_bar(len(items), f"bm25 index ({len(items):,} docs)") if show_progress else None
+        if bar is None:
+            corpus_tokens = tokenize(items, stopwords=stopwords, stemmer=stemmer)
+        else:  # in chunks, for the bar's steps: the terms are those of one call
+            corpus_tokens = []
+            for begin in range(0, len(items), _TOKENIZE_CHUNK):
+                chunk = items[begin : begin + _TOKENIZE_CHUNK]
+                corpus_tokens += tokenize(chunk, stopwords=stopwords, stemmer=stemmer)
+                bar.update(len(chunk))
+            bar.set_postfix_str("scoring")
         vocabulary = sorted({term for terms in corpus_tokens for term in terms})
         if not vocabulary:
             raise ValueError(
@@ -139,7 +162,9 @@ class BM25Index:
         )
         # A (token ids, vocabulary) tuple is bm25s's input for pre-tokenized corpora: the
         # vocabulary ids stay ours (sorted terms), so saved indexes are byte-reproducible.
-        model.index((corpus_ids, vocab), create_empty_token=False, show_progress=show_progress)
+        model.index((corpus_ids, vocab), create_empty_token=False, show_progress=False)
+        if bar is not None:
+            bar.close()
         return cls(model, params, len(items))
 
     def _term_ids(self, terms: Sequence[str]) -> list[int]:
