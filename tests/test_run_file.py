@@ -275,3 +275,26 @@ def test_a_config_error_names_the_nested_leg(tmp_path: Path) -> None:
                   f"retrievers.fused.keyword_leg.path={run}")  # fmt: skip
     assert caught.value.line().startswith("retrievers.fused.keyword_leg.path: ")
     assert "bad.trec:1: score 'x'" in caught.value.line()
+
+
+@pytest.mark.needs_data
+def test_a_run_file_is_gated_like_any_retriever(
+    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate's run-folder comparison: the same run file passes; a run file that lost the
+    answers to 15 of ADI's 35 queries (its system regressed) fails on the run-file retriever only."""
+    from viking_eval.gate import compare_runs
+
+    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    full, damaged = tmp_path / "full.trec", tmp_path / "damaged.trec"
+    independent_run.write_run(shared_datasets / "adi", full)
+    damaged.write_text(
+        "".join(line for line in full.read_text().splitlines(keepends=True) if int(line.split()[0]) > 15)
+    )
+    base = ("run.latency.n_queries=0", "~retrievers.dense", "+retriever@retrievers.ext=run_file")
+    for name, path in (("before", full), ("same", full), ("after", damaged)):
+        run_experiment(_settings(*base, f"retrievers.ext.path={path}"), tmp_path / name)
+    assert compare_runs(tmp_path / "same", tmp_path / "before").passed
+    report = compare_runs(tmp_path / "after", tmp_path / "before")
+    failed = {(r.retriever, r.what) for r in report.results if r.status == "FAIL"}
+    assert ("ext", "nDCG@10") in failed and not any(retriever == "bm25" for retriever, _ in failed)
