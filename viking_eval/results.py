@@ -41,7 +41,7 @@ class RetrieverResult:
 
 @dataclass(frozen=True)
 class RunSummary:
-    output_dir: Path
+    output_dir: Path  # the run folder (viking_eval.evaluate without output_dir: None, nothing written)
     dataset: str
     split: str
     results: list[RetrieverResult]
