@@ -224,6 +224,9 @@ def test_an_independent_trec_run_gets_the_identical_ndcg(
     # significance against the baseline (bm25) covers the run-file and fused retrievers too
     assert {c.retriever for c in summary.significance.comparisons} == {"dense", "ext", "fused"}
     assert by_name["fused"].metrics["nDCG@10"] > 0.3
+    assert "- ext: n_queries 35, file_queries 35, file_lines 2870, file_unknown_queries 0" in (
+        tmp_path / "out" / "report.md"
+    ).read_text(encoding="utf-8")  # the counts are in the report too
     with open(tmp_path / "out" / "runs" / "ext.trec", encoding="utf-8") as handle:
         assert sum(1 for _ in handle) == 35 * 82  # top_k 100 over ADI's 82 documents, every query
 

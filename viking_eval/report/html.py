@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from viking_eval.report.markdown import latency_note
+from viking_eval.report.markdown import latency_note, stats_text
 from viking_eval.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
 
 if TYPE_CHECKING:
@@ -498,6 +498,19 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         body.append('<p class="note">No per-query latency samples (run.latency.n_queries = 0).</p>')
     body.append("</section>")
     body.append(_groups_table(summary, settings))
+    stats = [result for result in summary.results if result.stats]
+    if stats:  # what each retriever says about its work, e.g. a run file's unknown ids
+        items = "".join(
+            f"<li><b>{_e(result.name)}</b>: "
+            + ", ".join(f"{_e(key)} {_e(stats_text(value))}" for key, value in result.stats.items())
+            + "</li>"
+            for result in stats
+        )
+        body.append(
+            f"<section><h2>Retriever stats</h2><ul>{items}</ul><p class='note'>Means over the queries that "
+            "carry them (<code>stats</code> in metrics.json); a run file's <code>file_*</code> counts are "
+            "file-wide.</p></section>"
+        )
     issues = "".join(
         f"<li>{_e(key.replace('_', ' '))}: {_e(value)}</li>" for key, value in summary.data_issues.items()
     )

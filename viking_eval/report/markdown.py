@@ -104,6 +104,31 @@ def significance_lines(summary: RunSummary) -> list[str]:
     ]
 
 
+def stats_text(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+def stats_lines(summary: RunSummary) -> list[str]:
+    """What each retriever says about its work (``stats`` in metrics.json: means over the queries
+    that carry them; a run file's ``file_*`` counts, unknown query and doc ids among them, are
+    file-wide)."""
+    shown = [result for result in summary.results if result.stats]
+    if not shown:
+        return []
+    return [
+        "",
+        "## Retriever stats",
+        "",
+        *(
+            f"- {result.name}: "
+            + ", ".join(f"{key} {stats_text(value)}" for key, value in result.stats.items())
+            for result in shown
+        ),
+    ]
+
+
 def report_markdown(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> str:
     n_queries = summary.results[0].n_queries if summary.results else 0
     issues = summary.data_issues
@@ -177,6 +202,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
                 disable_numparse=True,
             ),
         ]
+    lines += stats_lines(summary)
     scope = settings.dataset.scope_key
     lines += [
         "",
