@@ -11,9 +11,9 @@ asks retrievers for (``run.top_k``): with the retriever's own ``ef_search`` / ``
 and filters (:meth:`Retriever.vector_search`). exact is :class:`~retrievers.index.ExactVectorIndex`
 over the same embeddings and mask, at the same depth. Both use the query vectors the retriever
 searched with (the embedding cache holds them, so nothing is encoded twice). Queries with
-nothing in scope are left out. The depth matters: HNSW walks ``max(k, efSearch)`` candidates and
-IVF rescores ``2k``, so the top 10 of a depth-100 search (what nDCG@10 is computed from) is
-better than a depth-10 search's. It measures the vector search a dense retriever runs (depth =
+nothing in scope are left out. The depth matters: faiss's HNSW offers every node its walk
+scores to a depth-k result list and IVF rescores ``2k`` candidates, so the top 10 of a depth-100
+search (what nDCG@10 is computed from) is better than a depth-10 search's. It measures the vector search a dense retriever runs (depth =
 top_k without a reranker); other families search at their own depths (a hybrid's leg fetches
 ``top_k x overfetch_multiplier``, a graph ``seed_top_k``), so for them it is the index's recall
 at the run's depth. It is not the recall of the final ranking: nDCG beside it says what the

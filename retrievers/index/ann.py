@@ -17,8 +17,9 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
 * **Scores and order.** faiss only chooses candidates; they are scored again exactly as the
   exact index scores them (float32 products, numpy's pairwise sum per row: the same value in
   any batch), and the top ``k`` are returned by (score desc, row asc). faiss is asked for
-  ``max(k, efSearch)`` candidates from HNSW (the walk collects ``efSearch`` anyway) and ``2k``
-  from the other kinds (scanning the probed lists costs the same for any heap size). Those
+  ``max(k, efSearch)`` candidates from HNSW (its walk keeps ``efSearch`` candidates, whatever
+  k, and offers every node it scores to the result list, so this costs nothing) and ``2k`` from
+  the other kinds (scanning the probed lists costs the same for any heap size). Those
   whose faiss score is within the exact index's float32 rounding band of faiss's k-th best are
   rescored (usually little more than k; the others cannot enter the top k): a duplicate
   document at the cut then loses to its lower row as everywhere else. IVF-PQ's quantised
