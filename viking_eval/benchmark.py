@@ -131,6 +131,8 @@ def _locate(job: BenchmarkJob, settings: Settings) -> None:
     try:
         folder = resolve_dataset(name)
     except DataError as error:
+        if _downloadable(name, settings.dataset.download):  # fetched when its run starts
+            return
         first = str(error).splitlines()[0]
         configs = ", ".join(dataset_options())
         raise ConfigError(
@@ -144,6 +146,20 @@ def _locate(job: BenchmarkJob, settings: Settings) -> None:
             "benchmark.datasets",
             f"dataset {job.entry!r} ({folder}) has no qrels for split {split!r}; splits: {', '.join(splits) or 'none'}",
         )
+
+
+def _downloadable(name: str, mode: str) -> bool:
+    """Whether a dataset found nowhere will be downloaded when its run starts (the registry has
+    it and ``dataset.download`` allows it; viking_eval/download.py)."""
+    from viking_eval.download import downloads_allowed, load_registry
+
+    if not downloads_allowed(mode):
+        return False
+    try:
+        entry = load_registry().datasets.get(name)
+    except (OSError, ValueError):
+        return False
+    return entry is not None and entry.url is not None
 
 
 def check_benchmark(settings: Settings, task_overrides: Sequence[str]) -> list[BenchmarkJob]:
