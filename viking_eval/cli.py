@@ -115,7 +115,7 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
         raise ConfigError(
             "benchmark.datasets",
             "a benchmark runs every dataset itself: drop -m (a multirun is a tuning sweep, whose jobs "
-            "evaluate the tuning split and pick a best configuration)",
+            "evaluate the tuning split and pick a best configuration; to sweep, set benchmark.datasets=null)",
         )
     if not multirun:
         settings = _settings(base, multirun=False)
