@@ -60,26 +60,34 @@ def progress_shown(show: bool | None) -> bool:
 
 
 class _BelowWarning(logging.Filter):
-    """Drops a logger's records below WARNING. A filter, not a level: libraries set their own
-    levels when imported (bm25s sets DEBUG, ir_datasets INFO), after the CLI has started."""
+    """Drops a logger's records below WARNING. A filter as well as a level: some libraries set
+    their own level when imported (bm25s sets DEBUG), after the CLI has started."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.WARNING
 
 
 _QUIET = _BelowWarning()
+_LEVELS_BEFORE: dict[str, int] = {}  # the loggers quieted, and their levels before
 
 
 def quiet_libraries(debug: bool = False) -> None:
-    """Silence libraries' info and debug lines (:data:`NOISY_LOGGERS`) and Hugging Face's progress
-    bars (``Loading weights``; also a model download's bar: ``HF_HUB_DISABLE_PROGRESS_BARS``,
-    unless already set); with ``debug`` everything is shown again. Call before those libraries
-    are imported, so that the environment variable is read."""
+    """Silence libraries' info and debug lines (:data:`NOISY_LOGGERS` and their children, such as
+    ``sentence_transformers.base.model``: WARNING level, which children inherit, and a filter on
+    the named logger, which holds even when the library resets its level) and Hugging Face's
+    progress bars (``Loading weights``; also a model download's: ``HF_HUB_DISABLE_PROGRESS_BARS``,
+    unless already set). ``debug`` undoes it. Call before those libraries are imported."""
     for name in NOISY_LOGGERS:
         logger = logging.getLogger(name)
         if debug:
             logger.removeFilter(_QUIET)
-        elif _QUIET not in logger.filters:
+            if name in _LEVELS_BEFORE:
+                logger.setLevel(_LEVELS_BEFORE.pop(name))
+            continue
+        if _QUIET not in logger.filters:
             logger.addFilter(_QUIET)
+        if name not in _LEVELS_BEFORE:
+            _LEVELS_BEFORE[name] = logger.level
+            logger.setLevel(max(logger.level, logging.WARNING))
     if not debug:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
