@@ -259,9 +259,7 @@ def test_relation_filter() -> None:
         assert scores_of(both) == pytest.approx(
             {"s": 0.525, "p": 0.3 * 0.7 * 0.75 ** (scoring == "propagated")}
         )
-        forward = walks_only(
-            store, embedder, seed_top_k=1, relation_filter=["references"], scoring=scoring
-        )
+        forward = walks_only(store, embedder, seed_top_k=1, relation_filter=["references"], scoring=scoring)
         assert ranking(forward) == ["s"]
         two = walks_only(
             store,
@@ -549,9 +547,7 @@ class Broken:
 def test_reranker_sees_the_graph_selection_and_records_the_graph_score() -> None:
     store, embedder = hand_store(CROWDED, CROWDED_EDGES)
     reranker = PrefersLast()
-    retriever = walks_only(
-        store, embedder, seed_top_k=3, graph_top_k=1, reranker=reranker, rerank_depth=3
-    )
+    retriever = walks_only(store, embedder, seed_top_k=3, graph_top_k=1, reranker=reranker, rerank_depth=3)
     results = retriever.retrieve(QUERY, 2)
     # the pool of 3: two seed slots (a, b) and the reserved graph slot (g), in score order
     assert reranker.seen == [["a", "b", "g"]]

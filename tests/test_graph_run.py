@@ -17,11 +17,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from retrievers import load_tuned
+from viking_eval.config import ConfigError, load_settings
 from viking_eval.data import load_dataset
 from viking_eval.export import export
 from viking_eval.metrics import evaluate, parse_metrics
 from viking_eval.runner import run_experiment
-from viking_eval.config import ConfigError, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["embedder=tfidf", "embedder.dim=48", "run.latency.n_queries=5", "run.latency.warmup=1"]
@@ -43,7 +43,9 @@ def test_experiments_compose_and_validate(experiment: str) -> None:
     # the oasis preset turns off both departures; the default keeps them on
     assert by_name["graph_oasis"].params["rescore_reached"] is False
     assert by_name["graph_oasis"].params["vector_fill"] is False
-    assert by_name["graph"].params["rescore_reached"] is True and by_name["graph"].params["vector_fill"] is True
+    assert (
+        by_name["graph"].params["rescore_reached"] is True and by_name["graph"].params["vector_fill"] is True
+    )
     assert settings.store.edges is not None
     if experiment == "graph_cisi":
         assert settings.store.edges.references is not None

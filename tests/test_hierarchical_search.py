@@ -78,17 +78,15 @@ def test_session_from_the_scope(store: ContextStore) -> None:
     # c1's six turns ordered by (session, turn_index); the last four, role user; the summary is
     # the abstract of the last message's directory (session 2)
     assert retriever.session == Session(
-        messages=tuple(
-            Message("user", text) for text in ["see you saturday", *TEXTS[("c1", 2)]]
-        ),
+        messages=tuple(Message("user", text) for text in ["see you saturday", *TEXTS[("c1", 2)]]),
         summary="The hike was wet.",
     )
     assert all("bread" not in message.content for message in retriever.session.messages)
     # no view (a flat corpus): no conversation, no session; session_source none: no session
     assert HierarchicalSearchRetriever(store, embedder).session == Session()
-    assert HierarchicalSearchRetriever(_conversation(store, "c1"), embedder, session_source="none").session == (
-        Session()
-    )
+    assert HierarchicalSearchRetriever(
+        _conversation(store, "c1"), embedder, session_source="none"
+    ).session == (Session())
     no_summary = HierarchicalSearchRetriever(_conversation(store, "c2"), embedder, session_summary=False)
     assert no_summary.session.summary == "" and len(no_summary.session.messages) == 3
 
@@ -191,3 +189,45 @@ def test_the_config_composes(tmp_path: Path) -> None:
     assert search.params["stagnation_exit"] is False and search.params["alpha"] == 0.5  # openviking's
     assert search.params["analyzer"]["_target_"] == "retrievers.hierarchical.RuleBasedAnalyzer"
     assert by_name["search_no_session"].params["session_source"] == "none"
+
+
+def test_llm_analyser_through_the_retriever_and_the_config(
+    store: ContextStore,
+    chat_server_factory,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from retrievers.hierarchical import LLMIntentAnalyzer
+    from viking_eval.config import instantiate_objects, load_settings
+
+    plan = {
+        "queries": [{"query": "boots drying", "context_type": "memory", "intent": "recall", "priority": 1}]
+    }
+    server = chat_server_factory(lambda body, mode: json.dumps(plan))
+    embedder = store.test_embedder  # type: ignore[attr-defined]
+    view = _conversation(store, "c1")
+    search = HierarchicalSearchRetriever(view, embedder, analyzer=LLMIntentAnalyzer(server.url, "m"))
+    results = search.retrieve("what about my boots?", 3)
+    assert results[0].doc_id == "c1_s2_t1" and results[0].provenance["typed_query"] == "boots drying"
+    prompt = server.requests[-1]["body"]["messages"][-1]["content"]
+    # the session the model sees: the conversation's last turns and its latest session's summary
+    assert "[user]: next time the lakes" in prompt and "The hike was wet." in prompt and "bread" not in prompt
+    server.mode = "error"  # a failed plan falls back to the raw query, counted in the stats
+    fallback = search.retrieve("what about my boots?", 3)
+    assert fallback[0].provenance["stats"]["plan_fallback"] == "http"
+    # the config: the endpoint from the environment, the analyser built by the harness
+    monkeypatch.setenv("VIKING_EVAL_LLM_URL", server.url)
+    monkeypatch.setenv("VIKING_EVAL_LLM_MODEL", "m")
+    repo = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(config_dir=str(repo / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                "experiment=hierarchical_search_locomo",
+                "+retriever@retrievers.search_llm=openviking_search_llm",
+            ],
+        )
+    spec = {s.name: s for s in load_settings(cfg).retrievers}["search_llm"]
+    built = instantiate_objects(spec.params, "retrievers.search_llm")
+    assert isinstance(built["analyzer"], LLMIntentAnalyzer)

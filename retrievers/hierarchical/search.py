@@ -62,14 +62,19 @@ class HierarchicalSearchParams(HierarchicalParams):
     analyzer: Any = param(
         None, doc="an object with analyze(query, session) -> QueryPlan; null = RuleBasedAnalyzer()"
     )
-    typed_scope: bool = param(True, doc="search a typed query only under its context type's roots (OpenViking)")
+    typed_scope: bool = param(
+        True, doc="search a typed query only under its context type's roots (OpenViking)"
+    )
     session_source: Literal["none", "scope"] = param(
-        "scope", doc="scope: the session is the in-scope conversation (see the module docstring); none: no session"
+        "scope",
+        doc="scope: the session is the in-scope conversation (see the module docstring); none: no session",
     )
     session_order_keys: tuple[str, ...] = param(
         ("session", "turn_index"), non_empty=True, doc="metadata keys ordering the conversation's documents"
     )
-    session_messages: int = param(5, low=0, high=10_000, doc="most recent documents kept as the session's messages")
+    session_messages: int = param(
+        5, low=0, high=10_000, doc="most recent documents kept as the session's messages"
+    )
     session_summary: bool = param(
         True, doc="the session's summary is the abstract of the directory holding the last message"
     )
@@ -77,7 +82,9 @@ class HierarchicalSearchParams(HierarchicalParams):
     def check(self) -> None:
         super().check()
         if self.analyzer is not None and not callable(getattr(self.analyzer, "analyze", None)):
-            raise self.fail("analyzer", f"must be null or an object with an analyze() method, got {self.analyzer!r}")
+            raise self.fail(
+                "analyzer", f"must be null or an object with an analyze() method, got {self.analyzer!r}"
+            )
 
 
 def _order_value(value: Any) -> tuple[int, float | str]:
@@ -132,7 +139,8 @@ class HierarchicalSearchRetriever(HierarchicalRetriever):
     def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         assert vectors is not None
         return [
-            self._plan_candidates(query, vector, depth) for query, vector in zip(queries, vectors, strict=True)
+            self._plan_candidates(query, vector, depth)
+            for query, vector in zip(queries, vectors, strict=True)
         ]
 
     def _plan_candidates(self, query: str, vector: np.ndarray, depth: int) -> Candidates:
@@ -176,7 +184,7 @@ class HierarchicalSearchRetriever(HierarchicalRetriever):
         uris = self.tree.uris
 
         def provenance(i: int) -> dict[str, Any]:
-            weighted, found, position, _ = entries[i]
+            _, found, position, _ = entries[i]
             typed = plan.queries[position]
             return {
                 **self._provenance(found),
