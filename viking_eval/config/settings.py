@@ -295,8 +295,9 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
     _check_contract(target, cls, where)
     values = {key: value for key, value in cfg.items() if key != "_target_"}
     for key, value in values.items():
-        if is_retriever_config(value):
-            check_retriever(f"{name}.{key}", value)
+        if is_retriever_config(value):  # checked as a retriever of its own, kept typed
+            inner = check_retriever(f"{name}.{key}", value)
+            values[key] = {"_target_": inner.target, **inner.params}
     params_cls: Any = getattr(cls, "Params", None)
     if not is_params_class(params_cls):
         return _check_plain_retriever(name, target, cls, values)
