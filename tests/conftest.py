@@ -44,7 +44,7 @@ HOW_TO_GET_DATA = (
 )
 
 
-def _has_all(folder: Path) -> list[str]:
+def _missing(folder: Path) -> list[str]:
     """The shared datasets ``folder`` lacks (all of them when it cannot be read)."""
     try:
         return [name for name in SHARED_NAMES if not (folder / name).is_dir()]
@@ -58,7 +58,7 @@ def _locate_shared() -> tuple[Path | None, str]:
     folders = data_search_path()
     best: tuple[Path, list[str]] | None = None
     for folder in folders:
-        missing = _has_all(folder)
+        missing = _missing(folder)
         if not missing:
             return folder, ""
         if len(missing) < len(SHARED_NAMES) and (best is None or len(missing) < len(best[1])):
