@@ -260,6 +260,7 @@ def _build(
     documents: Iterable[Document | Mapping[str, Any]],
     embedder: Embedder | None,
     allow_embedder_mismatch: bool,
+    source_folder: str | Path | None = None,
 ) -> tuple[ContextStore, Embedder | None]:
     docs = _documents(documents, path)
     config = _store_config(data, path)
@@ -275,7 +276,8 @@ def _build(
         if uses:
             _check_embedder(chosen, data, path, allow_embedder_mismatch)
     try:
-        return ContextStore.build(docs, chosen, config), chosen
+        folder = None if source_folder is None else Path(source_folder)
+        return ContextStore.build(docs, chosen, config, source_folder=folder), chosen
     except ValueError as error:
         raise TunedFileError(f"{path}: cannot build the store: {error}") from None
 
@@ -286,12 +288,15 @@ def build_tuned_store(
     *,
     embedder: Embedder | None = None,
     allow_embedder_mismatch: bool = False,
+    source_folder: str | Path | None = None,
 ) -> ContextStore:
     """The store a tuned retriever needs, built from ``documents`` with the tuned store settings
-    (and the tuned embedder, unless nothing in it uses vectors). Save it with
-    :meth:`ContextStore.save` and load it in serving processes with :meth:`ContextStore.load`."""
+    (and the tuned embedder, unless nothing in it uses vectors). ``source_folder``: the folder
+    of the files the store settings name besides the documents (a tree's ``summaries_file``,
+    e.g. LoCoMo's sessions.jsonl). Save it with :meth:`ContextStore.save` and load it in serving
+    processes with :meth:`ContextStore.load`."""
     path = Path(path)
-    return _build(path, read_tuned(path), documents, embedder, allow_embedder_mismatch)[0]
+    return _build(path, read_tuned(path), documents, embedder, allow_embedder_mismatch, source_folder)[0]
 
 
 def load_tuned(
@@ -303,11 +308,13 @@ def load_tuned(
     reranker: Reranker | None = None,
     allow_embedder_mismatch: bool = False,
     allow_store_mismatch: bool = False,
+    source_folder: str | Path | None = None,
 ) -> Retriever:
     """Build the tuned retriever over ``store``, or over a store built from ``documents`` with
     the tuned store settings (:func:`build_tuned_store`). ``embedder`` overrides the tuned one
     (its fingerprint must still match unless ``allow_embedder_mismatch``); ``reranker`` is the
-    caller's reranker object (an LLM reranker, say), used instead of any the file names."""
+    caller's reranker object (an LLM reranker, say), used instead of any the file names;
+    ``source_folder`` is the folder of files the store settings name (see build_tuned_store)."""
     path = Path(path)
     data = read_tuned(path)
     if (store is None) == (documents is None):
@@ -316,7 +323,7 @@ def load_tuned(
         )
     if store is None:
         assert documents is not None
-        store, embedder = _build(path, data, documents, embedder, allow_embedder_mismatch)
+        store, embedder = _build(path, data, documents, embedder, allow_embedder_mismatch, source_folder)
     else:
         config = _store_config(data, path)
         if store.config != config and not allow_store_mismatch:
