@@ -42,6 +42,7 @@ __all__ = [
     "fit_tfidf",
     "stem",
     "stopword_set",
+    "tfidf_vectorizer",
     "tokenize",
     "words",
 ]
@@ -176,15 +177,31 @@ def fit_tfidf(
 
     Sublinear tf, scikit-learn's English stop words, smooth idf, L2-normalised rows (see the
     module docstring). Raises ValueError when no term survives (as scikit-learn does)."""
+    vectorizer = tfidf_vectorizer(
+        token_pattern=token_pattern, min_df=min_df, max_features=max_features, dtype=dtype
+    )
+    matrix = vectorizer.fit_transform(list(texts)).tocsr()
+    return vectorizer, matrix
+
+
+def tfidf_vectorizer(
+    *,
+    token_pattern: str = WORD_PATTERN,
+    min_df: int = 1,
+    max_features: int | None = None,
+    dtype: type = np.float64,
+    vocabulary: dict[str, int] | None = None,
+) -> TfidfVectorizer:
+    """The project's (unfitted) TF-IDF vectorizer; ``vocabulary`` fixes a saved one (then set
+    ``idf_`` to restore a fitted vectorizer without pickle)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vectorizer = TfidfVectorizer(
+    return TfidfVectorizer(
         sublinear_tf=True,
         stop_words="english",
         token_pattern=token_pattern,
         min_df=min_df,
         max_features=max_features,
         dtype=dtype,
+        vocabulary=vocabulary,
     )
-    matrix = vectorizer.fit_transform(list(texts)).tocsr()
-    return vectorizer, matrix

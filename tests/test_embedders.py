@@ -508,3 +508,35 @@ def test_tfidf_fit_errors() -> None:
 def test_tfidf_parameter_validation(kwargs: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         TfidfEmbedder(**kwargs)
+
+
+def test_tfidf_fitted_state_round_trips_as_files_bit_for_bit(tmp_path: Path) -> None:
+    texts = [f"document {i} about {'apples' if i % 2 else 'pears'} and item{i % 7}" for i in range(40)]
+    fitted = TfidfEmbedder(dim=8, seed=3).fit(texts)
+    fitted.save_fitted(tmp_path / "state")
+    assert sorted(path.suffix for path in (tmp_path / "state").iterdir()) == [".json", ".npy", ".npy"]
+    loaded = TfidfEmbedder.load_fitted(tmp_path / "state")
+    queries = ["apples and pears", "item3", "nothing known here"]
+    assert loaded.name == fitted.name and loaded.dim == fitted.dim
+    np.testing.assert_array_equal(loaded.encode(queries, kind="query"), fitted.encode(queries, kind="query"))
+
+
+def test_a_fitted_embedder_is_cached_per_settings_and_corpus(tmp_path: Path) -> None:
+    from retrievers import Document
+    from viking_eval.cache import ArtifactCache
+    from viking_eval.data import BeirDataset, DataIssues
+    from viking_eval.runner import prepare_embedder
+
+    corpus = {f"d{i}": Document(f"d{i}", f"text {i} about topic{i % 3} and more words") for i in range(12)}
+    dataset = BeirDataset("tiny", "test", tmp_path, corpus, {}, {}, DataIssues(), {})
+    cache = ArtifactCache(tmp_path / "cache")
+    first = prepare_embedder(TfidfEmbedder(dim=4), dataset, cache, {"dim": 4})
+    assert cache.builds == 1
+    second = prepare_embedder(TfidfEmbedder(dim=4), dataset, cache, {"dim": 4})
+    assert cache.builds == 1 and cache.hits >= 1  # loaded, not refitted
+    assert second.name == first.name
+    np.testing.assert_array_equal(
+        second.encode(["topic1"], kind="query"), first.encode(["topic1"], kind="query")
+    )
+    prepare_embedder(TfidfEmbedder(dim=3), dataset, cache, {"dim": 3})
+    assert cache.builds == 2  # other settings: another entry

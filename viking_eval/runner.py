@@ -69,12 +69,31 @@ def corpus_key(dataset: BeirDataset) -> str:
     return content_key(["corpus", *parts])
 
 
-def prepare_embedder(embedder: Embedder, dataset: BeirDataset) -> Embedder:
-    """Fit an embedder that learns from the corpus (TF-IDF+SVD) on the documents, in id order."""
+def prepare_embedder(
+    embedder: Embedder, dataset: BeirDataset, cache: ArtifactCache | None = None, config: Any = None
+) -> Embedder:
+    """Fit an embedder that learns from the corpus (TF-IDF+SVD) on the documents, in id order.
+
+    With a ``cache``, an embedder that can save its fitted state as files (``save_fitted`` /
+    ``load_fitted``, no pickle) is fitted once per (embedder settings, corpus) and loaded from the
+    content-addressed cache afterwards: a warm run over TF-IDF spends no time refitting it."""
     fit = getattr(embedder, "fit", None)
-    if callable(fit) and not getattr(embedder, "fitted", True):
-        fit([dataset.corpus[doc_id].full_text for doc_id in sorted(dataset.corpus)])
-    return embedder
+    if not callable(fit) or getattr(embedder, "fitted", True):
+        return embedder
+    texts = [dataset.corpus[doc_id].full_text for doc_id in sorted(dataset.corpus)]
+    save, load = getattr(embedder, "save_fitted", None), getattr(type(embedder), "load_fitted", None)
+    if cache is None or not callable(save) or not callable(load):
+        fit(texts)
+        return embedder
+    settings = json.dumps(config, sort_keys=True, default=str) if config is not None else repr(embedder)
+    key = content_key(["fitted-embedder", type(embedder).__qualname__, settings, corpus_key(dataset)])
+
+    def build(folder: Path) -> None:
+        fit(texts)
+        save(folder)
+
+    fitted: Embedder = load(cache.get_or_build("fitted", key, build))
+    return fitted
 
 
 class StoreLoader:
@@ -353,7 +372,10 @@ def evaluate_retriever(
 
 
 def _embedder_for(
-    settings: Settings, dataset: BeirDataset, embedder_factory: Callable[[], Embedder] | None
+    settings: Settings,
+    dataset: BeirDataset,
+    embedder_factory: Callable[[], Embedder] | None,
+    cache: ArtifactCache | None = None,
 ) -> Embedder:
     """The run's embedder, fitted when it learns from the corpus; memoised per process by its
     config and the corpus, so sweep jobs neither refit TF-IDF nor reload a model."""
@@ -364,7 +386,7 @@ def _embedder_for(
     )
     embedder = memo_get(key)
     if embedder is None:
-        embedder = prepare_embedder(instantiate(settings.embedder), dataset)
+        embedder = prepare_embedder(instantiate(settings.embedder), dataset, cache, settings.embedder)
         memo_put(key, embedder)
     return embedder
 
@@ -462,7 +484,7 @@ def run_experiment(
         partition_seed=settings.dataset.partition_seed,
         download=settings.dataset.download,
     )
-    embedder = _embedder_for(settings, dataset, embedder_factory)
+    embedder = _embedder_for(settings, dataset, embedder_factory, cache)
     stores = StoreLoader(settings, dataset, embedder, cache)
     results = []
     resumed_seconds = 0.0

@@ -5,7 +5,9 @@ and quick sweeps, not for quality. scikit-learn is imported only when :meth:`Tfi
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -149,6 +151,67 @@ class TfidfEmbedder:
         if not items:
             return np.zeros((0, self._dim), dtype=np.float32)
         return unit_rows(self._svd.transform(self._vectorizer.transform(items)))
+
+    # -- the fitted state as files (no pickle) ------------------------------------------------------
+
+    _STATE = "tfidf_state.json"
+
+    def save_fitted(self, folder: Path) -> None:
+        """Write the fitted state into ``folder``: the vocabulary and settings as JSON, the idf
+        weights and the SVD basis as ``.npy``. :meth:`load_fitted` restores an embedder that encodes
+        bit for bit the same and has the same :attr:`name`."""
+        if not self.fitted:
+            raise NotFittedError(_NOT_FITTED)
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        vocabulary = {str(term): int(index) for term, index in self._vectorizer.vocabulary_.items()}
+        state = {
+            "version": self.VERSION,
+            "name": self.name,
+            "dim": self._dim,
+            "settings": {
+                "dim": self.requested_dim,
+                "seed": self.seed,
+                "min_df": self.min_df,
+                "max_features": self.max_features,
+            },
+            "vocabulary": vocabulary,
+        }
+        (folder / self._STATE).write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+        np.save(folder / "idf.npy", np.asarray(self._vectorizer.idf_), allow_pickle=False)
+        np.save(folder / "components.npy", np.asarray(self._svd.components_), allow_pickle=False)
+
+    @classmethod
+    def load_fitted(cls, folder: Path) -> TfidfEmbedder:
+        """An embedder restored from :meth:`save_fitted` files (ValueError if they do not fit)."""
+        from sklearn.decomposition import TruncatedSVD
+
+        from retrievers.text import tfidf_vectorizer
+
+        folder = Path(folder)
+        state = json.loads((folder / cls._STATE).read_text(encoding="utf-8"))
+        if state.get("version") != cls.VERSION:
+            raise ValueError(
+                f"{folder}: TF-IDF state version {state.get('version')!r} is not {cls.VERSION!r}"
+            )
+        embedder = cls(**state["settings"])
+        vectorizer = tfidf_vectorizer(
+            vocabulary=state["vocabulary"],
+            min_df=embedder.min_df,
+            max_features=embedder.max_features,
+            dtype=np.float32,
+        )
+        vectorizer.idf_ = np.load(folder / "idf.npy", allow_pickle=False)
+        components = np.load(folder / "components.npy", allow_pickle=False)
+        if components.shape != (state["dim"], len(state["vocabulary"])):
+            raise ValueError(f"{folder}: SVD basis of shape {components.shape} does not fit the saved state")
+        svd = TruncatedSVD(n_components=state["dim"])
+        svd.components_ = components
+        embedder._vectorizer = vectorizer
+        embedder._svd = svd
+        embedder._dim = int(state["dim"])
+        embedder._name = str(state["name"])
+        return embedder
 
     def __repr__(self) -> str:
         state = f"dim={self._dim}" if self.fitted else f"requested_dim={self.requested_dim}, unfitted"
