@@ -42,6 +42,16 @@ class Preset:
 PRESETS = [
     Preset("graph-cisi", "cisi", half="holdout"),
     Preset("hierarchical-scifact", "scifact", top_k=10),
+    Preset("hybrid-scifact", "scifact"),
+    Preset("hybrid-locomo", "locomo", half="holdout", partition_key="conversation", scope_key="conversation"),
+    Preset(
+        "multi_strategy-locomo",
+        "locomo",
+        half="holdout",
+        partition_key="conversation",
+        scope_key="conversation",
+    ),
+    Preset("multi_strategy-cosqa", "cosqa"),
 ]
 
 CHILD = r"""
@@ -93,7 +103,7 @@ print(json.dumps({"recorded": recorded, "measured": measured}))
 
 
 #: families whose every shipped preset must be in PRESETS (add yours when you list its files)
-CHECKED_FAMILIES = {"hierarchical", "graph"}
+CHECKED_FAMILIES = {"hierarchical", "graph", "hybrid", "multi_strategy"}
 
 
 def test_every_shipped_preset_of_the_checked_families_is_listed() -> None:
