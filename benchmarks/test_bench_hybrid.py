@@ -7,8 +7,9 @@ Not part of the normal test run. Run with::
 SciFact (5,183 documents, the 300 test queries, top 100, so each leg fetches 300), TF-IDF+SVD
 (384 dimensions, MiniLM's width) standing in for the embedder so that the figures measure search
 and fusion, not a transformer: BM25 and dense alone, the hybrid retriever's ``retrieve_batch``
-with each fusion, with the legs run one after the other, and the same 300 queries one
-``retrieve`` call at a time (what ``retrieve_batch`` exists to beat).
+with each fusion, with the legs run one after the other, with the context term over a chain of
+edges, and the same 300 queries one ``retrieve`` call at a time (what ``retrieve_batch`` exists
+to beat).
 """
 
 from __future__ import annotations
@@ -59,3 +60,23 @@ def test_bench_hybrid_one_query_at_a_time(benchmark, scifact) -> None:  # type: 
     store, embedder, queries = scifact
     retriever = HybridRetriever(store, embedder)
     benchmark(lambda: [retriever.retrieve(query, TOP_K) for query in queries])
+
+
+@pytest.fixture(scope="module")
+def scifact_chained(scifact):  # type: ignore[no-untyped-def]
+    """SciFact with a synthetic sequence edge from each row to the next (5,182 edges): the
+    context term's cost, not its quality (SciFact has no document order)."""
+    from retrievers.store.edges import EdgeSet
+
+    store, embedder, queries = scifact
+    chained = ContextStore.build(sorted(store.documents, key=lambda doc: doc.id), embedder)
+    rows = list(range(len(chained) - 1))
+    chained.edges = EdgeSet.from_arrays(
+        len(chained), rows, [row + 1 for row in rows], [1.0] * len(rows), [0] * len(rows), ["sequence"]
+    )
+    return chained, embedder, queries
+
+
+def test_bench_hybrid_batch_with_context(benchmark, scifact_chained) -> None:  # type: ignore[no-untyped-def]
+    store, embedder, queries = scifact_chained
+    benchmark(HybridRetriever(store, embedder, context_weight=0.5).retrieve_batch, queries, TOP_K)
