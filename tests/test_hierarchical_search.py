@@ -187,7 +187,7 @@ def test_the_config_composes(tmp_path: Path) -> None:
     search = by_name["search"]
     assert search.target == "retrievers.hierarchical.HierarchicalSearchRetriever"
     assert search.params["stagnation_exit"] is False and search.params["alpha"] == 0.5  # openviking's
-    assert search.params["analyzer"]["_target_"] == "retrievers.hierarchical.RuleBasedAnalyzer"
+    assert search.params["analyzer"] is None  # the rule analyser
     assert by_name["search_no_session"].params["session_source"] == "none"
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
-from hydra.utils import get_class
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
 
 from retrievers import ContextStore, Document, RetrievalResult, StoreConfig, TfidfEmbedder
 
@@ -133,9 +133,16 @@ def _run_file(tmp_path_factory: pytest.TempPathFactory, store: ContextStore) -> 
 
 
 def _config(name: str) -> tuple[type, dict[str, Any]]:
-    values = yaml.safe_load((CONF / f"{name}.yaml").read_text(encoding="utf-8"))
+    # resolved as the harness resolves it (environment interpolations with their defaults)
+    values = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"), resolve=True)
+    assert isinstance(values, dict)
     values.pop("defaults", None)
     cls = get_class(values.pop("_target_"))
+    # object-valued parameters (a ``_target_`` mapping, e.g. an intent analyser) are built, as the
+    # harness builds them (viking_eval.config.instantiate_objects)
+    for key, value in values.items():
+        if isinstance(value, dict) and value.get("_target_"):
+            values[key] = instantiate(value)
     return cls, values
 
 

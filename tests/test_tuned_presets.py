@@ -41,7 +41,15 @@ class Preset:
 
 PRESETS = [
     Preset("graph-cisi", "cisi", half="holdout"),
+    Preset("graph-locomo", "locomo", half="holdout", partition_key="conversation", scope_key="conversation"),
     Preset("hierarchical-scifact", "scifact", top_k=10),
+    Preset(
+        "hierarchical-locomo",
+        "locomo",
+        half="holdout",
+        partition_key="conversation",
+        scope_key="conversation",
+    ),
     Preset("hybrid-scifact", "scifact"),
     Preset("hybrid-locomo", "locomo", half="holdout", partition_key="conversation", scope_key="conversation"),
     Preset(
@@ -82,12 +90,12 @@ documents = [dataset.corpus[doc_id] for doc_id in sorted(dataset.corpus)]
 scope_key = spec["scope_key"]
 run = {}
 if scope_key is None:
-    retriever = load_tuned(path, documents=documents, embedder=embedder)
+    retriever = load_tuned(path, documents=documents, embedder=embedder, source_folder=dataset.folder)
     query_ids = sorted(dataset.qrels)
     results = retriever.retrieve_batch([dataset.queries[q].text for q in query_ids], spec["top_k"])
     run = {q: {r.doc_id: r.score for r in rs} for q, rs in zip(query_ids, results)}
 else:
-    full = load_tuned(path, documents=documents, embedder=embedder)
+    full = load_tuned(path, documents=documents, embedder=embedder, source_folder=dataset.folder)
     by_scope = {}
     for q in sorted(dataset.qrels):
         by_scope.setdefault(str(dataset.queries[q].metadata[scope_key]), []).append(q)
