@@ -215,7 +215,7 @@ class Retriever:
     exact_depth: ClassVar[bool] = False
     reranks_itself: ClassVar[bool] = False
     #: store parts (``StoreConfig`` fields) the family cannot work without, checked by harnesses
-    #: before a store is built
+    #: before a store is built (:meth:`store_parts` adds parts that depend on parameters)
     store_requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
@@ -248,6 +248,16 @@ class Retriever:
         )
         check_vector_knobs(params, store, type(self).__name__, self.uses_embedder())
         self.setup()
+
+    @classmethod
+    def store_parts(cls, params: Mapping[str, Any]) -> tuple[str, ...]:
+        """The store parts a retriever with these (plain, config) parameters needs: the class's
+        ``store_requires``, plus those an option asks for (``context_weight`` > 0: edges)."""
+        parts = list(cls.store_requires)
+        weight = params.get("context_weight")
+        if isinstance(weight, int | float) and not isinstance(weight, bool) and weight > 0:
+            parts.append("edges")
+        return tuple(dict.fromkeys(parts))
 
     # -- what a family provides -------------------------------------------------------------------
 

@@ -308,4 +308,21 @@ def test_a_retriever_needing_a_tree_is_refused_before_the_store_is_built() -> No
     error = _error("experiment=smoke", "+retriever@retrievers.hier=hierarchical")
     assert error.line().startswith("retrievers.hier: HierarchicalRetriever needs store.hierarchy")
     assert "store=kmeans_tree" in error.line()
-    load_settings(_compose("experiment=smoke", "store=kmeans_tree", "+retriever@retrievers.hier=hierarchical"))
+    load_settings(
+        _compose("experiment=smoke", "store=kmeans_tree", "+retriever@retrievers.hier=hierarchical")
+    )
+
+
+def test_an_option_needing_edges_is_refused_before_the_store_is_built() -> None:
+    error = _error(
+        "experiment=smoke", "+retriever@retrievers.h=hybrid_rrf", "retrievers.h.context_weight=0.5"
+    )
+    assert error.line().startswith("retrievers.h: HybridRetriever needs store.edges")
+    load_settings(
+        _compose(
+            "experiment=smoke",
+            "store=locomo_graph",
+            "+retriever@retrievers.h=hybrid_rrf",
+            "retrievers.h.context_weight=0.5",
+        )
+    )

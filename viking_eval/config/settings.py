@@ -454,14 +454,19 @@ def _required(cls: type, name: str) -> bool:
 
 
 #: store settings that build the part a retriever's ``store_requires`` names, and a config that does
-_STORE_PARTS = {"hierarchy": "store=kmeans_tree (or store=locomo_tree)", "edges": "store=cisi_citations"}
+_STORE_PARTS = {
+    "hierarchy": "store=kmeans_tree (or store=locomo_tree)",
+    "edges": "store=locomo_graph (or store=cisi_citations)",
+}
 
 
 def check_store_parts(spec: RetrieverSpec, store: StoreConfig) -> None:
     """A retriever whose class names store parts it cannot work without (``store_requires``,
     e.g. the hierarchical retriever's context tree) is refused before the store is built when the
     store settings would not build them."""
-    for part in getattr(get_class(spec.target), "store_requires", ()):
+    cls = get_class(spec.target)
+    parts = cls.store_parts(spec.params) if callable(getattr(cls, "store_parts", None)) else ()
+    for part in parts:
         if getattr(store, part, None) is None:
             hint = _STORE_PARTS.get(part, f"set store.{part}")
             raise ConfigError(
