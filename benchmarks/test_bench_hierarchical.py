@@ -104,6 +104,15 @@ def _one_at_a_time(retriever: Any, queries: list[str]) -> None:
             "hier_leaves_50_rounds",
             {"alpha": 1.0, "max_convergence_rounds": 50, "global_search_levels": [0, 1, 2]},
         ),
+        (  # experiments/tuned/hierarchical-scifact.yaml: hybrid leaf scores (one BM25 lookup per query)
+            "hier_tuned_hybrid_leaves",
+            {
+                "alpha": 1.0,
+                "max_convergence_rounds": 40,
+                "global_search_topk": 20,
+                "leaf_keyword_weight": 0.4,
+            },
+        ),
     ],
 )
 def test_search_one_query_at_a_time(
