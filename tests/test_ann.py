@@ -569,7 +569,9 @@ def test_a_run_over_an_hnsw_store_reports_ann_recall(data_env: Path, tmp_path: P
     assert index["default_knobs"] == {"ef_search": 64}
     assert "Vector search was **approximate** (faiss hnsw" in first["report"]
     assert "  - dense: ef_search 8, depth 100; ann_recall@10 " in first["report"]
-    assert re.search(r"\|\s*AP@100\s*\|\s*ann_recall@10\s*\|\s*ann_recall@100\s*\|\s*p50 ms", first["report"])  # the summary table
+    assert re.search(
+        r"\|\s*AP@100\s*\|\s*ann_recall@10\s*\|\s*ann_recall@100\s*\|\s*p50 ms", first["report"]
+    )  # the summary table
     header = first["csv"][0].split(",")
     assert header[header.index("AP@100") + 1 : header.index("AP@100") + 3] == [
         "ann_recall@10",
