@@ -339,7 +339,9 @@ class RunFileRetriever(Retriever):
             first_chunk = np.full(len(store.parent_ids), -1, dtype=np.int64)
             for row in range(len(store) - 1, -1, -1):
                 first_chunk[int(store.parent_of[row])] = row
-            row_of = {doc_id: int(first_chunk[index]) for doc_id, index in store.parent_row_of.items()}
+            row_of: Mapping[str, int] = {
+                doc_id: int(first_chunk[index]) for doc_id, index in store.parent_row_of.items()
+            }
         else:
             row_of = store.row_of
         stats = _FileStats(queries=len(run.rankings), lines=run.lines)

@@ -295,12 +295,18 @@ def test_builders_combine_and_extra_edges_are_merged() -> None:
         ({"similar_to": {"k": 0}}, r"edges.similar_to.k must be an integer in \[1, 1000\], got 0"),
         ({"similar_to": {"min_sim": 1.5}}, r"edges.similar_to.min_sim must be a number in \[0, 1\]"),
         ({"similar_to": {"neighbours": 3}}, r"unknown store.edges.similar_to key\(s\) \['neighbours'\]"),
-        ({"similar_to": {"same_keys": "conversation"}}, "store.edges.similar_to.same_keys must be a list, got 'conversation'"),
+        (
+            {"similar_to": {"same_keys": "conversation"}},
+            "store.edges.similar_to.same_keys must be a list, got 'conversation'",
+        ),
         ({"sequence": {"weight": -1}}, r"edges.sequence.weight must be a number in \[0, 1\]"),
         ({"references": {"fields": []}}, "store.edges.references.fields must not be empty"),
         ({"references": {"id_index": -1}}, r"id_index must be an integer in \[0, 100\]"),
         ({"mentions": {"max_fanout": 1}}, r"max_fanout must be an integer in \[2, 100000\]"),
-        ({"mentions": {"terms_per_doc": 2, "min_shared": 3}}, r"min_shared must be an integer in \[1, terms_per_doc\] = \[1, 2\], got 3"),
+        (
+            {"mentions": {"terms_per_doc": 2, "min_shared": 3}},
+            r"min_shared must be an integer in \[1, terms_per_doc\] = \[1, 2\], got 3",
+        ),
         ([1, 2], "store.edges must be a mapping"),
     ],
 )
@@ -540,13 +546,22 @@ def test_llm_edges_in_the_store_round_trip(llm_server: ChatServer, tmp_path: Pat
         ({"model": "m"}, "missing 1 required positional argument: 'base_url'"),
         ({"base_url": "ftp://x", "model": "m"}, "base_url must be an http"),
         ({"base_url": "http://x", "model": ""}, "model must be a non-empty string"),
-        ({"base_url": "http://x", "model": "m", "timeout_s": 0}, r"timeout_s must be a number in \(0, 600\], got 0"),
+        (
+            {"base_url": "http://x", "model": "m", "timeout_s": 0},
+            r"timeout_s must be a number in \(0, 600\], got 0",
+        ),
         (
             {"base_url": "http://x", "model": "m", "batch_size": 1},
             r"batch_size must be an integer in \[2, 50\]",
         ),
-        ({"base_url": "http://x", "model": "m", "batching": "random"}, r"batching must be one of \['sequential', 'neighbours'\], got 'random'"),
-        ({"base_url": "http://x", "model": "m", "relations": ["likes"]}, r"relations\[0\] must be one of \['references', .*got 'likes'"),
+        (
+            {"base_url": "http://x", "model": "m", "batching": "random"},
+            r"batching must be one of \['sequential', 'neighbours'\], got 'random'",
+        ),
+        (
+            {"base_url": "http://x", "model": "m", "relations": ["likes"]},
+            r"relations\[0\] must be one of \['references', .*got 'likes'",
+        ),
         (
             {"base_url": "http://x", "model": "m", "relations": "references"},
             "relations must be a list, got 'references'",

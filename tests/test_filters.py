@@ -92,7 +92,10 @@ def test_chunks_pass_a_doc_id_filter_through_their_parent() -> None:
         ({"time_range": {}}, "filters.time_range.start or end must be given"),
         ({"time_range": {"start": "2024-02-01", "end": "2024-01-01"}}, "start '2024-02-01' is after end"),
         ({"time_range": {"start": 0, "until": 5}}, r"unknown filters.time_range key\(s\) \['until'\]"),
-        ({"time_range": {"start": True}}, "filters.time_range.start must be a string or a number or null, got True"),
+        (
+            {"time_range": {"start": True}},
+            "filters.time_range.start must be a string or a number or null, got True",
+        ),
     ],
 )
 def test_bad_filters_are_rejected_with_the_key(values: dict, message: str) -> None:  # type: ignore[type-arg]

@@ -51,10 +51,14 @@ def _text(doc_id: str) -> str:
     return f"document {doc_id}{doc_id}"  # words of 2+ letters, so BM25 can index it
 
 
-def hand_store(cosines: dict[str, float], edges: list[Edge]) -> tuple[ContextStore, HandEmbedder]:
+def hand_store(
+    cosines: dict[str, float], edges: list[Edge], metadata: dict[str, dict[str, str]] | None = None
+) -> tuple[ContextStore, HandEmbedder]:
     embedder = HandEmbedder(cosines)
     store = ContextStore.build(
-        [Document(doc_id, _text(doc_id)) for doc_id in cosines], embedder, StoreConfig(timestamps=None)
+        [Document(doc_id, _text(doc_id), metadata=(metadata or {}).get(doc_id, {})) for doc_id in cosines],
+        embedder,
+        StoreConfig(timestamps=None),
     )
     store.edges = EdgeSet.from_edges(edges, store.row_of)
     return store, embedder
@@ -445,10 +449,9 @@ SCOPE_EDGES = [
 
 @pytest.mark.parametrize("restriction", ["scoped view", "doc_ids filter", "metadata filter"])
 def test_seeds_and_traversal_stay_inside_the_scope_and_filters(restriction: str) -> None:
-    store, embedder = hand_store(SCOPE, SCOPE_EDGES)
     inside = {"a", "y", "z"}
-    for document in store.documents:
-        document.metadata["shelf"] = "in" if document.id in inside else "out"
+    shelves = {doc_id: {"shelf": "in" if doc_id in inside else "out"} for doc_id in SCOPE}
+    store, embedder = hand_store(SCOPE, SCOPE_EDGES, shelves)  # a store is immutable: metadata at build
     extra: dict[str, object] = {}
     if restriction == "scoped view":
         store = store.restricted(np.asarray([doc_id in inside for doc_id in store.doc_ids]))

@@ -16,8 +16,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from retrievers.types import RetrievalResult
-from viking_eval.runner import run_experiment
 from viking_eval.config import ConfigError, instantiate_objects, load_settings
+from viking_eval.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 HYBRID = ["+retriever@retrievers.hybrid=hybrid_rrf", "run.latency.n_queries=3", "run.latency.warmup=1"]

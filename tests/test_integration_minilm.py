@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_dir
 
 from retrievers import ContextStore, DenseRetriever
 from retrievers.embedders import SentenceTransformerEmbedder
+from viking_eval.config import load_settings
 from viking_eval.data import load_dataset
 from viking_eval.runner import run_experiment
-from viking_eval.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.needs_data]

@@ -728,7 +728,10 @@ def table(**changes: object) -> dict[str, object]:
             {"temporal_scoring": "newest"},
             r"^temporal_scoring must be one of \['relevance', 'recency', 'flat'\]",
         ),
-        ({"temporal_window_days": 0}, r"^temporal_window_days must be a number in \(0, 1000000\] or null, got 0$"),
+        (
+            {"temporal_window_days": 0},
+            r"^temporal_window_days must be a number in \(0, 1000000\] or null, got 0$",
+        ),
         ({"context_weight": -1}, r"^context_weight must be a number in \[0, 100\], got -1$"),
         ({"normalization": "z"}, r"^normalization must be one of \['minmax', 'max'\], got 'z'$"),
         ({"fulltext_scoring": "tfidf"}, r"^fulltext_scoring must be one of \['bm25', 'seed'\], got 'tfidf'$"),

@@ -90,9 +90,9 @@ def test_timestamp_config_bad_input() -> None:
         TimestampConfig(default_timezone="Mars/Olympus")
     with pytest.raises(ValueError, match=r"epoch_unit must be one of \['s', 'ms'\]"):
         TimestampConfig(epoch_unit="us")
-    with pytest.raises(ValueError, match="store.timestamps.fields must not be empty"):
+    with pytest.raises(ValueError, match=r"store\.timestamps\.fields must not be empty"):
         TimestampConfig(fields=())
-    with pytest.raises(ValueError, match="store.timestamps.fields must be a list, got 'timestamp'"):
+    with pytest.raises(ValueError, match=r"store\.timestamps\.fields must be a list, got 'timestamp'"):
         TimestampConfig(fields="timestamp")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="has repeats"):
         TimestampConfig(fields=("timestamp", "timestamp"))

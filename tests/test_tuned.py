@@ -12,10 +12,10 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from retrievers import Document, TunedFileError, load_tuned
+from viking_eval.config import load_settings
 from viking_eval.export import ExportError, export
 from viking_eval.metrics import evaluate, parse_metrics
 from viking_eval.runner import run_experiment
-from viking_eval.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 

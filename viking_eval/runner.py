@@ -136,7 +136,7 @@ class StoreLoader:
             start = time.perf_counter()
 
             def build(folder: Path) -> None:
-                store = ContextStore.build(
+                ContextStore.build(
                     self.dataset.corpus.values(),
                     CachedEmbedder(
                         self.embedder,
@@ -147,8 +147,8 @@ class StoreLoader:
                     self.settings.store,
                     show_progress=progress_shown(self.settings.show_progress),
                     source_folder=self.dataset.folder,
+                    folder=folder,  # built into the entry's folder part by part, and saved there
                 )
-                store.save(folder)
 
             folder = self.cache.get_or_build("stores", self.key, build)
             self._store = ContextStore.load(folder)

@@ -8,15 +8,26 @@ embeddings: ``similar_to`` edges use them). The result is a :class:`~retrievers.
 to save; loading one never imports this package. With ``show_progress`` each phase is a labelled
 line on stderr (``store: tree (5,183 docs) [00:42]``; the BM25 index has a bar of its own, the
 embedding its embedder's) through tqdm, which sentence-transformers brings; without tqdm, none.
+
+Memory. With ``folder`` the store is built into that folder and each part goes to its files as
+soon as it is made, then is memory-mapped back: documents are written column by column, the
+embeddings are encoded into the memory-mapped ``embeddings.npy`` (an embedder with
+``encode_into(texts, kind=, out=)``, such as the harness's cache, writes rows straight into it;
+others are called :data:`ENCODE_ROWS` texts at a time), BM25 builds in chunks
+(:meth:`~retrievers.index.BM25Index.build`) and is saved before the tree is built. The texts
+given to the embedder and to BM25 are made from the documents when read, never copied as a
+whole. A 1M-document build then holds little more than the part being built (measured in
+docs/scale.md).
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, overload
 
 import numpy as np
 
@@ -25,10 +36,80 @@ from retrievers.build.edges import build_edges
 from retrievers.build.hierarchy import build_tree
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
 from retrievers.store import ContextStore, StoreConfig
+from retrievers.store.columns import DocumentColumns, save_npy
 from retrievers.timeparse import DocumentTimes
 from retrievers.types import Document, Embedder
 
-__all__ = ["build_store"]
+__all__ = ["ENCODE_ROWS", "FullTexts", "build_store"]
+
+ENCODE_ROWS = 1 << 16
+"""Texts per ``encode`` call when an embedder cannot write into the output itself: larger
+corpora are encoded in calls of this many texts, each written into the embeddings matrix (one
+call, as before, up to this size)."""
+
+
+class FullTexts(Sequence[str]):
+    """``documents[i].full_text`` (title and text, as embedded and indexed), made when read."""
+
+    def __init__(self, documents: Sequence[Document]) -> None:
+        self._documents = documents
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [doc.full_text for doc in self._documents[index]]
+        return self._documents[index].full_text
+
+    def __iter__(self) -> Iterator[str]:
+        return (doc.full_text for doc in self._documents)
+
+
+def _embed(embedder: Embedder, texts: FullTexts, folder: Path | None) -> np.ndarray:
+    """Document embeddings (float32, one row per text): written into ``folder/embeddings.npy``
+    (memory-mapped, then reopened read-only) when ``folder`` is given, else in memory."""
+    n = len(texts)
+    path = None if folder is None else folder / "embeddings.npy"
+
+    def output(dim: int) -> np.ndarray:
+        if path is None:
+            return np.empty((n, dim), dtype=np.float32)
+        return np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, dim))
+
+    encode_into = getattr(embedder, "encode_into", None)
+    out: np.ndarray | None = None
+    if callable(encode_into):
+        out = output(int(embedder.dim))
+        encode_into(texts, kind="document", out=out)
+    else:
+        for start in range(0, n, ENCODE_ROWS):
+            stop = min(n, start + ENCODE_ROWS)
+            block = np.asarray(embedder.encode(texts[start:stop], kind="document"), dtype=np.float32)
+            if block.ndim != 2 or block.shape[0] != stop - start:
+                raise ValueError(
+                    f"embedder {embedder.name} returned shape {block.shape} for {stop - start} texts"
+                )
+            if out is None:
+                if path is None and stop == n:  # one call: keep its array, as before
+                    return np.ascontiguousarray(block)
+                out = output(block.shape[1])
+            out[start:stop] = block
+    if out is None:  # never: n >= 1
+        raise RuntimeError("no texts were encoded")
+    if path is None:
+        return out
+    if isinstance(out, np.memmap):
+        out.flush()
+    del out
+    mapped: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+    return mapped
 
 
 def _check_unique(documents: list[Document]) -> None:
@@ -59,11 +140,13 @@ def build_store(
     *,
     show_progress: bool = False,
     source_folder: Path | None = None,
+    folder: Path | None = None,
 ) -> ContextStore:
     """Embed and index ``documents`` (title and text joined as BEIR does). ``source_folder`` is
     the dataset folder, where components find extra files (the tree's summaries). Without an
     ``embedder`` the store has no embeddings and serves lexical retrievers only (a tree and
-    similarity or LLM-neighbour edges need one)."""
+    similarity or LLM-neighbour edges need one). With ``folder`` the store is built into that
+    folder, part by part (see the module docstring), and is saved there when this returns."""
     config = config or StoreConfig()
     if embedder is None:
         needs = [
@@ -92,20 +175,30 @@ def build_store(
         parents = ordered
         ordered = sorted(chunk_documents(parents, config.chunking), key=lambda doc: doc.id)
     _check_unique(ordered)
-    texts = [doc.full_text for doc in ordered]
+    saved: dict[str, tuple[Path, Any]] = {}
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        DocumentColumns.write(folder / "documents", ordered)
+        columns = DocumentColumns.load(folder / "documents")
+        saved["documents"] = (folder / "documents", columns)
+    else:
+        columns = DocumentColumns.from_documents(ordered)
+    texts = FullTexts(ordered)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    embeddings = (
-        None
-        if embedder is None
-        else np.ascontiguousarray(embedder.encode(texts, kind="document"), dtype=np.float32)
-    )
+    embeddings = None if embedder is None else _embed(embedder, texts, folder)
     seconds["embed"] = time.perf_counter() - start
     vector_index = None
     if embeddings is not None and config.vector_index.kind != "exact":
         start = time.perf_counter()
         with _phase(f"{config.vector_index.kind} index ({len(embeddings):,} vectors)", show_progress):
             vector_index = FaissVectorIndex.build(ExactVectorIndex(embeddings), config.vector_index)
+            if folder is not None:  # to its file, and memory-mapped back
+                vector_index.save(folder / "vector_index")
+                vector_index = FaissVectorIndex.load(
+                    folder / "vector_index", vector_index.exact, config.vector_index.kind, mmap=True
+                )
+                saved["vector_index"] = (folder / "vector_index", vector_index)
         seconds["vector_index"] = time.perf_counter() - start
     start = time.perf_counter()
     bm25 = BM25Index.build(
@@ -117,6 +210,10 @@ def build_store(
         stemmer=config.bm25.stemmer,
         show_progress=show_progress,
     )
+    if folder is not None:
+        bm25.save(folder / "bm25")
+        bm25 = BM25Index.load(folder / "bm25", mmap=True)
+        saved["bm25"] = (folder / "bm25", bm25)
     seconds["bm25"] = time.perf_counter() - start
     tree = None
     if config.hierarchy is not None:
@@ -126,7 +223,7 @@ def build_store(
             tree = build_tree(ordered, embeddings, embedder, config.hierarchy, source_folder=source_folder)
         seconds["hierarchy"] = time.perf_counter() - start
     store = ContextStore(
-        ordered,
+        columns,
         embeddings,
         bm25,
         embedder_name="" if embedder is None else embedder.name,
@@ -136,10 +233,16 @@ def build_store(
     )
     if parents is not None:
         parent_index = {doc.id: index for index, doc in enumerate(parents)}
-        store.set_parents(
-            parents,
-            np.fromiter((parent_index[doc.metadata["parent_id"]] for doc in ordered), np.int64, len(ordered)),
+        parent_of = np.fromiter(
+            (parent_index[doc.metadata["parent_id"]] for doc in ordered), np.int64, len(ordered)
         )
+        if folder is not None:
+            DocumentColumns.write(folder / "parents" / "documents", parents)
+            save_npy(folder / "parents" / "parent_of.npy", parent_of)
+            store.set_parents(DocumentColumns.load(folder / "parents" / "documents"), parent_of)
+            saved["parents"] = (folder / "parents", store.parent_documents)
+        else:
+            store.set_parents(parents, parent_of)
     if tree is not None:
         tree.leaf_rows(store.row_of)  # every leaf names a document of the store
         store.tree = tree
@@ -152,4 +255,8 @@ def build_store(
         with _phase(f"edges ({len(ordered):,} docs)", show_progress):
             store.edges = build_edges(ordered, embeddings, config.edges)
         store.build_seconds["edges"] = time.perf_counter() - start
+    if folder is not None:
+        for part, (path, value) in saved.items():
+            store.mark_saved(part, value, path)
+        store.save(folder)
     return store

@@ -18,15 +18,31 @@ Models expect different things of their input; three settings cover the conventi
   would come first is not obvious, and no model expects both).
 * ``device``: ``cpu``, ``cuda``, ``cuda:1``, ``mps``, ... or None to let sentence-transformers
   pick (CUDA, then MPS, then CPU).
+
+Several processes or devices: ``processes=N`` (N workers on ``device``, or on the CPU) or
+``devices=["cuda:0", "cuda:1"]`` (one worker per entry) encode through sentence-transformers'
+multi-process pool (``start_multi_process_pool`` / ``encode(pool=...)``), started on the first
+encode and stopped by :meth:`SentenceTransformerEmbedder.close` (or at exit). The pool hands
+each worker consecutive pieces of the input; a worker encodes its piece exactly as a
+single-process ``encode(piece)`` would (sorted by length, then batched), so
+:meth:`~SentenceTransformerEmbedder.encode_chunked` returns the same vectors with one process
+or several (on CPU, bit for bit: tested). The harness's cache calls it with its own pieces, so a
+corpus cached with ``processes=2`` holds the vectors ``processes=1`` gives. A plain
+:meth:`~SentenceTransformerEmbedder.encode` of a whole list sorts the whole list by length
+first, so its batches differ from the pieces' and its vectors may differ in the last bits.
+Each worker loads its own copy of the model and of torch (spawned processes); on a CPU with
+``c`` cores each worker runs ``c / processes`` torch threads.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -48,6 +64,8 @@ __all__ = ["SentenceTransformerEmbedder"]
 
 _MAX_SEQ_LENGTH_LIMIT = 8192
 _BATCH_LIMIT = 1_000_000
+_PROCESS_LIMIT = 256
+Pool = dict[Literal["input", "output", "processes"], Any]  # sentence-transformers' pool
 
 
 class SentenceTransformerEmbedder:
@@ -80,6 +98,8 @@ class SentenceTransformerEmbedder:
         document_prompt_name: str | None = None,
         show_progress: bool | None = None,
         revision: str | None = None,
+        processes: int = 1,
+        devices: Sequence[str] | None = None,
     ) -> None:
         check_string("model_name", model_name)
         check_int("max_seq_length", max_seq_length, 1, _MAX_SEQ_LENGTH_LIMIT, nullable=True)
@@ -99,6 +119,19 @@ class SentenceTransformerEmbedder:
                 )
         check_flag("show_progress", show_progress, nullable=True)
         check_string("revision", revision, nullable=True)
+        check_int("processes", processes, 1, _PROCESS_LIMIT)
+        if devices is not None:
+            if isinstance(devices, str) or not isinstance(devices, Sequence) or not devices:
+                raise ParamError(
+                    "devices", f"must be a non-empty list of device names (cuda:0, cpu, ...), got {devices!r}"
+                )
+            for position, name in enumerate(devices):
+                check_string(f"devices[{position}]", name, hint="cpu, cuda:0, cuda:1, mps, npu:0")
+            if processes != 1:
+                raise ParamError(
+                    "processes",
+                    f"and devices are both set ({processes}, {list(devices)}); devices starts one worker per entry",
+                )
 
         self.model_name = model_name
         self.max_seq_length = max_seq_length
@@ -111,6 +144,9 @@ class SentenceTransformerEmbedder:
         self.document_prompt_name = document_prompt_name
         self.show_progress = show_progress
         self.revision = revision
+        self.processes = processes
+        self.devices: tuple[str, ...] | None = None if devices is None else tuple(devices)
+        self._pool: Pool | None = None
         self._model: SentenceTransformer | None = None
         self._dim: int | None = None
         self._name: str | None = None
@@ -129,8 +165,8 @@ class SentenceTransformerEmbedder:
         follow as ``|query_prompt_name=..`` / ``|document_prompt_name=..`` (the prompt texts are in
         the model's files, which the version covers); without them the name is what it was
         before prompts existed, so cache entries and tuned files stay valid. Computed once,
-        without loading the model. Device and batch size are left out: they do not change the
-        vectors beyond float rounding.
+        without loading the model. Device, batch size, processes and devices are left out: they
+        do not change the vectors beyond float rounding.
         """
         if self._name is None:
             path = resolve_model_path(self.model_name)
@@ -221,12 +257,14 @@ class SentenceTransformerEmbedder:
             return self.show_progress
         return n_texts > 1000 and sys.stderr is not None and sys.stderr.isatty()
 
-    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> FloatMatrix:
+    def encode(self, texts: Sequence[str], *, kind: EncodeKind, chunk_size: int | None = None) -> FloatMatrix:
         """Embed ``texts`` as ``kind``: float32 ``(len(texts), dim)``, unit rows when ``normalize``.
 
         The prefix (or the model's prompt) for ``kind`` goes before every text. Empty input gives
         shape ``(0, dim)``. A progress bar shows when ``show_progress`` is True, or when it is
-        None, stderr is a terminal and there are more than 1,000 texts.
+        None, stderr is a terminal and there are more than 1,000 texts. With several workers
+        the texts go to the pool in pieces of ``chunk_size`` (None: sentence-transformers'
+        choice, ``min(ceil(n / workers / 10), 5000)``).
         """
         check_kind(kind)
         items = check_texts(texts, "SentenceTransformerEmbedder.encode")
@@ -240,6 +278,7 @@ class SentenceTransformerEmbedder:
 
         import torch
 
+        pool = self._start_pool() if self.workers > 1 else None
         with torch.inference_mode():
             vectors = model.encode(
                 items,
@@ -248,14 +287,69 @@ class SentenceTransformerEmbedder:
                 show_progress_bar=self._progress(len(items)),
                 convert_to_numpy=True,
                 normalize_embeddings=self.normalize,
+                pool=pool,
+                chunk_size=None if pool is None else chunk_size,
             )
         out = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
         if out.shape != (len(items), self.dim):
             raise RuntimeError(f"model returned shape {out.shape}, expected ({len(items)}, {self.dim})")
         return out
 
+    # -- several processes ------------------------------------------------------------------------
+
+    @property
+    def workers(self) -> int:
+        """Processes encoding (1: this one; more: a pool, see the module docstring)."""
+        return len(self.devices) if self.devices is not None else self.processes
+
+    def encode_chunked(self, texts: Sequence[str], kind: EncodeKind, chunk_size: int) -> FloatMatrix:
+        """``encode`` of each run of ``chunk_size`` texts, stacked: the same vectors as
+        ``np.concatenate([encode(texts[i : i + chunk_size]) for i in ...])``, computed on the
+        pool's workers (a piece each at a time) when there are several."""
+        check_int("chunk_size", chunk_size, 1, _BATCH_LIMIT)
+        if self.workers == 1:
+            items = list(texts)
+            if not items:
+                return self.encode(items, kind=kind)
+            return np.concatenate(
+                [self.encode(items[i : i + chunk_size], kind=kind) for i in range(0, len(items), chunk_size)]
+            )
+        return self.encode(texts, kind=kind, chunk_size=chunk_size)
+
+    def _start_pool(self) -> Pool:
+        if self._pool is None:
+            model = self._load()
+            devices = (
+                list(self.devices) if self.devices is not None else [self.device or "cpu"] * self.processes
+            )
+            # torch in each spawned worker reads OMP_NUM_THREADS when it starts: share the cores
+            cpu_workers = sum(1 for name in devices if name.startswith("cpu"))
+            threads = max(1, (os.cpu_count() or 1) // max(1, cpu_workers))
+            before = os.environ.get("OMP_NUM_THREADS")
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+            try:
+                self._pool = model.start_multi_process_pool(devices)
+            finally:
+                if before is None:
+                    os.environ.pop("OMP_NUM_THREADS", None)
+                else:
+                    os.environ["OMP_NUM_THREADS"] = before
+            atexit.register(self.close)
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker processes, if any were started (a later encode starts them again)."""
+        if self._pool is not None:
+            from sentence_transformers import SentenceTransformer
+
+            pool, self._pool = self._pool, None
+            SentenceTransformer.stop_multi_process_pool(pool)
+
     def __repr__(self) -> str:
         return (
             f"SentenceTransformerEmbedder(model_name={self.model_name!r}, max_seq_length={self.max_seq_length}, "
-            f"batch_size={self.batch_size}, normalize={self.normalize}, device={self.device!r})"
+            f"batch_size={self.batch_size}, normalize={self.normalize}, device={self.device!r}"
+            + (f", processes={self.processes}" if self.processes != 1 else "")
+            + (f", devices={list(self.devices)!r}" if self.devices is not None else "")
+            + ")"
         )

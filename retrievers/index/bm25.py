@@ -18,12 +18,18 @@ import bm25s
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.ranking import check_mask, check_positive_int, top_k_1d
-from retrievers.text import WORD_PATTERN, check_stemmer, check_texts, progress, stopword_set, tokenize
+from retrievers.ranking import check_mask, check_positive_int
+from retrievers.text import (
+    WORD_PATTERN,
+    TermIds,
+    check_stemmer,
+    check_texts,
+    progress,
+    stopword_set,
+    tokenize,
+)
 
 __all__ = ["BM25_METHODS", "BM25Index"]
-
-_TOKENIZE_CHUNK = 2000  # documents per tokenize() call while a progress bar is shown
 
 
 def _progress_bar(total: int, desc: str) -> Any:
@@ -35,6 +41,13 @@ def _progress_bar(total: int, desc: str) -> Any:
         return None
     return tqdm(total=total, desc=desc, unit="doc", dynamic_ncols=True)
 
+
+#: a query's candidates are found by merging its postings when they hold at most 1/32 of the
+#: corpus (a sort of a few rows), else by marking them in a mask of the corpus
+_MERGE_FACTOR = 32
+#: ... and when they hold at least 1/4 of it, the top k is chosen among every row's score (one
+#: argpartition over the corpus, as bm25s's users do), with a check that it only holds matches
+_DENSE_FACTOR = 4
 
 Float32Array = npt.NDArray[np.float32]
 IndexArray = npt.NDArray[np.int64]
@@ -126,30 +139,28 @@ class BM25Index:
         Defaults k1=0.9, b=0.4 with Lucene idf are Pyserini's BEIR "flat" settings. ``k1 > 0``,
         ``0 <= b <= 1``, ``method`` in ``BM25_METHODS``, ``delta >= 0`` (used by bm25l/bm25+ only).
         At least one document must keep a term after tokenization. ``show_progress``: one
-        labelled bar on stderr, ``bm25 index (<n> docs)``, instead of bm25s's own.
+        labelled bar on stderr, ``bm25 index (<n> docs)``.
+
+        Built in chunks (:func:`_build_scores`): texts become integer term ids chunk by chunk
+        (:class:`~retrievers.text.TermIds`), each chunk is reduced to its (document, term,
+        count) triples, and the score matrix is filled term-major from those, so memory holds
+        about twice the final index at most, never the corpus's tokens. ``texts`` may be any
+        sequence (read a chunk at a time). The arrays are those bm25s's own ``index()``
+        computes, value for value (tested), saved and loaded by bm25s.
         """
         params = _check_bm25_params(k1, b, method, delta, stopwords, stemmer)
-        items = check_texts(texts, "texts")
-        if not items:
-            raise ValueError("texts must hold at least 1 document, got 0")
-        bar = _progress_bar(len(items), f"bm25 index ({len(items):,} docs)") if show_progress else None
-        if bar is None:
-            corpus_tokens = tokenize(items, stopwords=stopwords, stemmer=stemmer)
-        else:  # in chunks, for the bar's steps: the terms are those of one call
-            corpus_tokens = []
-            for begin in range(0, len(items), _TOKENIZE_CHUNK):
-                chunk = items[begin : begin + _TOKENIZE_CHUNK]
-                corpus_tokens += tokenize(chunk, stopwords=stopwords, stemmer=stemmer)
-                bar.update(len(chunk))
-            bar.set_postfix_str("scoring")
-        vocabulary = sorted({term for terms in corpus_tokens for term in terms})
-        if not vocabulary:
+        if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
             raise ValueError(
-                "no document has an indexable term after tokenization (words of 2+ characters that "
-                "are not stopwords); cannot build a BM25 index"
+                f"texts must be a sequence of strings (not a single string), got {type(texts).__name__}"
             )
-        vocab = {term: i for i, term in enumerate(vocabulary)}
-        corpus_ids = [[vocab[term] for term in terms] for terms in corpus_tokens]
+        if not len(texts):
+            raise ValueError("texts must hold at least 1 document, got 0")
+        bar = _progress_bar(len(texts), f"bm25 index ({len(texts):,} docs)") if show_progress else None
+        try:
+            data, indices, indptr, vocab, nonoccurrence = _build_scores(texts, params, bar=bar)
+        finally:
+            if bar is not None:
+                bar.close()
         model = bm25s.BM25(
             k1=float(k1),
             b=float(b),
@@ -160,12 +171,11 @@ class BM25Index:
             backend="numpy",
             csc_backend="numpy",
         )
-        # A (token ids, vocabulary) tuple is bm25s's input for pre-tokenized corpora: the
-        # vocabulary ids stay ours (sorted terms), so saved indexes are byte-reproducible.
-        model.index((corpus_ids, vocab), create_empty_token=False, show_progress=False)
-        if bar is not None:
-            bar.close()
-        return cls(model, params, len(items))
+        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(texts)}
+        model.vocab_dict = vocab
+        model.nonoccurrence_array = nonoccurrence
+        model.unique_token_ids_set = None  # used only by bm25s's own retrieve(), never here
+        return cls(model, params, len(texts))
 
     def _term_ids(self, terms: Sequence[str]) -> list[int]:
         """Vocabulary ids of the known ``terms`` (unknown terms score nothing; repeats kept)."""
@@ -204,6 +214,12 @@ class BM25Index:
         are all stopwords or unknown gets an empty result. ``mask`` (bool, ``size``) further
         restricts candidates to True entries. Returns one ``(scores float32, indices int64)``
         pair per query, each of length ``min(k, candidates)``.
+
+        Cost: the query terms' postings, not the corpus. Scores are summed into a float32
+        array term by term as bm25s sums them (the same values), the candidates are the union
+        of the postings (merged when short, marked when long), and the top ``k`` is chosen
+        among the candidates only. Each query is answered alone, so a batch equals its
+        queries one at a time.
         """
         k = check_positive_int(k, "k")
         items = check_texts(queries, "queries")
@@ -214,14 +230,76 @@ class BM25Index:
             if not term_ids:
                 results.append((np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64)))
                 continue
-            matched = np.zeros(self.size, dtype=np.bool_)
-            for term_id in term_ids:
-                matched[self._indices[self._indptr[term_id] : self._indptr[term_id + 1]]] = True
-            if allowed is not None:
-                matched &= allowed
-            top_scores, top_index = top_k_1d(self._scores_from_ids(term_ids), k, mask=matched)
-            results.append((top_scores.astype(np.float32, copy=False), top_index))
+            results.append(self._top_k(term_ids, k, allowed))
         return results
+
+    def _top_k(
+        self, term_ids: list[int], k: int, allowed: npt.NDArray[np.bool_] | None
+    ) -> tuple[Float32Array, IndexArray]:
+        """The top ``k`` candidates of one query (see :meth:`search`)."""
+        starts = self._indptr[term_ids].tolist()
+        ends = self._indptr[np.asarray(term_ids) + 1].tolist()
+        data = self._model.scores["data"]
+        postings = [self._indices[a:b] for a, b in zip(starts, ends, strict=True)]
+        total = sum(end - start for start, end in zip(starts, ends, strict=True))
+        # bm25s's sums: float32, term by term in query order (rows are distinct within a term)
+        scores = np.zeros(self.size, dtype=np.float32)
+        for rows, start, end in zip(postings, starts, ends, strict=True):
+            np.add.at(scores, rows, data[start:end])
+        nonoccurrence = self._model.nonoccurrence_array
+        floor = np.float32(0.0)
+        if nonoccurrence is not None:  # bm25l / bm25+: bm25s adds this floor to every document
+            floor = nonoccurrence[np.asarray(term_ids, dtype=np.int32)].sum()
+            scores += floor
+        if total * _DENSE_FACTOR >= self.size and k < self.size:
+            found = self._top_k_dense(scores, k, allowed, floor)
+            if found is not None:
+                return found
+        if len(set(term_ids)) == 1:
+            candidates = np.asarray(postings[0], dtype=np.int64)
+        elif total * _MERGE_FACTOR <= self.size:  # few postings: merge them (runs are sorted)
+            merged = np.sort(np.concatenate(postings), kind="stable")
+            keep = np.empty(merged.size, dtype=np.bool_)
+            keep[:1] = True
+            np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+            candidates = merged[keep].astype(np.int64)
+        else:
+            matched = np.zeros(self.size, dtype=np.bool_)
+            for rows in postings:
+                matched[rows] = True
+            candidates = np.flatnonzero(matched)
+        if allowed is not None:
+            candidates = candidates[allowed[candidates]]
+        values = scores[candidates]
+        if candidates.size > k:
+            kth = values[np.argpartition(-values, k - 1)[k - 1]]
+            best = values >= kth  # ties with the k-th score are all kept: the row decides below
+            candidates, values = candidates[best], values[best]
+        order = np.lexsort((candidates, -values))[:k]
+        return values[order].astype(np.float32, copy=False), candidates[order].astype(np.int64, copy=False)
+
+    @staticmethod
+    def _top_k_dense(
+        scores: Float32Array, k: int, allowed: npt.NDArray[np.bool_] | None, floor: np.float32
+    ) -> tuple[Float32Array, IndexArray] | None:
+        """Many postings: the top ``k`` among every row's score, as bm25s + argpartition
+        chooses, or None when that cannot be the candidates' top ``k``.
+
+        A row that matched no term scores the floor exactly (0, or bm25l/bm25+'s constant), so
+        when the k-th best score is above the floor every row at or above it matched a term.
+        Rows tying with the k-th score outside the partition's k are re-admitted (a count of
+        the ties tells whether there are any), so the row decides ties as everywhere."""
+        work = scores if allowed is None else np.where(allowed, scores, np.float32(-np.inf))
+        top = np.argpartition(-work, k - 1)[:k]  # on the negated scores: fast with many equal floors
+        values = work[top]
+        kth = values.min()
+        if not kth > floor:
+            return None
+        if np.count_nonzero(work == kth) > np.count_nonzero(values == kth):
+            top = np.union1d(top[values > kth], np.flatnonzero(work == kth))
+            values = work[top]
+        order = np.lexsort((top, -values))[:k]
+        return values[order].astype(np.float32, copy=False), top[order].astype(np.int64, copy=False)
 
     def save(self, folder: Path) -> None:
         """Write the index into ``folder`` (created if needed): bm25s's own files (``.npy`` arrays,
@@ -275,3 +353,144 @@ def _model_value(model: Any, key: str) -> object:
     """A scoring parameter of a ``bm25s.BM25`` (floats as float, for comparison with params)."""
     value = getattr(model, key)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+_BUILD_CHUNK = 8192  # documents tokenized and reduced at a time
+
+
+def _build_scores(
+    texts: Sequence[str], params: dict[str, object], *, bar: Any = None
+) -> tuple[Float32Array, npt.NDArray[np.int32], IndexArray, dict[str, int], Float32Array | None]:
+    """bm25s's index arrays (``data``, ``indices``, ``indptr``), our vocabulary (sorted terms ->
+    ids) and bm25s's non-occurrence array (bm25l/bm25+), built in chunks of documents.
+
+    Pass 1 turns each chunk into term ids (ids of first appearance) and keeps only its distinct
+    (document, term) pairs with their counts (8 bytes a pair; the final index is 8 bytes a
+    pair too). Pass 2 renumbers terms in sorted order, computes idf and the term-frequency
+    component with bm25s's formulas in bm25s's order of operations (float64, then float32:
+    the same values), and scatters each chunk's scores into the column-major (CSC) arrays,
+    each term's documents ascending, freeing the chunk's pairs as it goes.
+    """
+    k1, b, delta = float(params["k1"]), float(params["b"]), float(params["delta"])  # type: ignore[arg-type]
+    method = str(params["method"])
+    encoder = TermIds(stopwords=params["stopwords"], stemmer=params["stemmer"])  # type: ignore[arg-type]
+    n_docs = len(texts)
+    lengths = np.empty(n_docs, dtype=np.int64)
+    chunks: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]] = []
+    for begin in range(0, n_docs, _BUILD_CHUNK):
+        stop = min(n_docs, begin + _BUILD_CHUNK)
+        ids, counts = encoder.encode([texts[i] for i in range(begin, stop)], first=begin)
+        lengths[begin:stop] = counts
+        owner = np.repeat(np.arange(stop - begin, dtype=np.int64), counts)
+        pairs, tf = np.unique((owner << 32) | ids.astype(np.int64), return_counts=True)
+        chunks.append(
+            (
+                (pairs & 0xFFFFFFFF).astype(np.int32),  # term (first-appearance id)
+                tf.astype(np.int32),
+                np.bincount((pairs >> 32).astype(np.int64), minlength=stop - begin).astype(np.int32),
+            )
+        )
+        if bar is not None:
+            bar.update(stop - begin)
+    n_terms = len(encoder.terms)
+    if n_terms == 0:
+        raise ValueError(
+            "no document has an indexable term after tokenization (words of 2+ characters that "
+            "are not stopwords); cannot build a BM25 index"
+        )
+    if bar is not None:
+        bar.set_postfix_str("scoring")
+    terms = encoder.terms
+    order = sorted(range(n_terms), key=terms.__getitem__)
+    renumber = np.empty(n_terms, dtype=np.int64)
+    renumber[np.asarray(order, dtype=np.int64)] = np.arange(n_terms)
+    vocab = {terms[old]: new for new, old in enumerate(order)}
+    del encoder, terms, order
+    doc_freq = np.zeros(n_terms, dtype=np.int64)
+    for first_ids, _, _ in chunks:
+        doc_freq += np.bincount(renumber[first_ids], minlength=n_terms)
+    # bm25s: avg_doc_len = np.array([len(doc) for doc in corpus]).mean(); idf per term in Python
+    avg_len = lengths.mean()
+    idf = np.zeros(n_terms, dtype=np.float32)
+    idf[:] = [_idf(method, df, n_docs) for df in doc_freq.tolist()]
+    nonoccurrence: Float32Array | None = None
+    if method in ("bm25l", "bm25+"):
+        floor = _tfc_at_zero(method, k1, b, delta, avg_len)
+        nonoccurrence = np.zeros(n_terms, dtype=np.float32)
+        nonoccurrence[:] = [_idf(method, df, n_docs) * floor for df in doc_freq.tolist()]
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(doc_freq, out=indptr[1:])
+    nnz = int(indptr[-1])
+    data = np.empty(nnz, dtype=np.float32)
+    indices = np.empty(nnz, dtype=np.int32)
+    heads = indptr[:-1].copy()
+    first_doc = 0
+    while chunks:
+        term_old, tf_counts, per_doc = chunks.pop(0)  # freed as the index fills
+        term: IndexArray = renumber[term_old]
+        docs = first_doc + np.repeat(np.arange(per_doc.size, dtype=np.int64), per_doc)
+        first_doc += per_doc.size
+        if not term.size:  # no document of the chunk kept a term
+            continue
+        values = idf[term] * _tfc(method, tf_counts.astype(np.float32), lengths[docs], avg_len, k1, b, delta)
+        if nonoccurrence is not None:
+            values -= nonoccurrence[term]
+        by_term = np.argsort(term, kind="stable")  # documents stay ascending within a term
+        sorted_terms = term[by_term]
+        starts = np.flatnonzero(np.concatenate(([True], sorted_terms[1:] != sorted_terms[:-1])))
+        sizes = np.diff(np.append(starts, sorted_terms.size))
+        rank = np.arange(sorted_terms.size) - np.repeat(starts, sizes)
+        positions = heads[sorted_terms] + rank
+        data[positions] = values[by_term]
+        indices[positions] = docs[by_term]
+        heads[sorted_terms[starts]] += sizes
+    return data, indices, indptr, vocab, nonoccurrence
+
+
+def _idf(method: str, df: int, n_docs: int) -> float:
+    """bm25s's idf of a term in ``df`` of ``n_docs`` documents (see :data:`BM25_METHODS`)."""
+    if method == "robertson":
+        inner = (n_docs - df + 0.5) / (df + 0.5)
+        return math.log(max(inner, 1))
+    if method == "lucene":
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    if method == "atire":
+        return math.log(n_docs / df)
+    if method == "bm25l":
+        return math.log((n_docs + 1) / (df + 0.5))
+    return math.log((n_docs + 1) / df)  # bm25+
+
+
+def _tfc(
+    method: str,
+    tf: Float32Array,
+    doc_len: IndexArray,
+    avg_len: np.floating[Any],
+    k1: float,
+    b: float,
+    delta: float,
+) -> npt.NDArray[np.float64]:
+    """bm25s's term-frequency component, with its dtypes: ``tf`` is float32, the length norm a
+    float64 scalar per document in bm25s (an array here, the same operations in the same
+    order), so most arithmetic is float64, but ``tf * (k1 + 1)`` stays float32 (a Python float
+    does not widen a float32 array)."""
+    norm = b * doc_len.astype(np.float64) / avg_len  # b * l_d / l_avg
+    if method in ("robertson", "lucene"):
+        return tf / (k1 * ((1 - b) + norm) + tf)
+    if method == "atire":
+        return (tf * np.float32(k1 + 1)) / (tf + k1 * (1 - b + norm))
+    if method == "bm25l":
+        c = tf / (1 - b + norm)
+        return ((k1 + 1) * (c + delta)) / (k1 + c + delta)
+    return (np.float32(k1 + 1) * tf) / (k1 * (1 - b + norm) + tf) + delta
+
+
+def _tfc_at_zero(method: str, k1: float, b: float, delta: float, avg_len: np.floating[Any]) -> float:
+    """bm25s's tfc for tf = 0 at the average length (the bm25l / bm25+ non-occurrence score)."""
+    norm = b * avg_len / avg_len
+    if method == "bm25l":
+        c = 0 / (1 - b + norm)
+        return float(((k1 + 1) * (c + delta)) / (k1 + c + delta))
+    num = (k1 + 1) * 0
+    den = k1 * (1 - b + norm) + 0
+    return float((num / den) + delta)

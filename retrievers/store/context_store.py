@@ -8,6 +8,11 @@ sweep over query-time parameters builds one store and many retrievers.
 
 Documents are kept sorted by id: row ``i`` of every matrix and index is ``documents[i]``, so
 breaking score ties by the lower row index is breaking them by doc id, as the ranking rule asks.
+
+Documents are columns (:mod:`retrievers.store.columns`), memory-mapped when loaded: ``documents``
+is a ``Sequence[Document]`` decoding a row when it is read, ``doc_ids`` a sequence of ids and
+``row_of`` a binary search over them, so loading costs the same at 1M documents as at 1k
+(format 3; a store of an older format is refused with a message to rebuild it).
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Iterable, Mapping
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
+from retrievers.store.columns import DocumentColumns, IdColumn, RowIndex, decode_metadata, save_npy
 from retrievers.store.config import StoreConfig
 from retrievers.store.edges import EdgeSet
 from retrievers.store.tree import ContextTree
@@ -30,7 +37,8 @@ from retrievers.types import Document, Embedder
 
 __all__ = ["STORE_FORMAT", "ContextStore"]
 
-STORE_FORMAT = 2
+#: 3: documents and tree nodes as memory-mapped columns (2: JSON lines)
+STORE_FORMAT = 3
 
 
 class ContextStore:
@@ -45,7 +53,7 @@ class ContextStore:
 
     def __init__(
         self,
-        documents: list[Document],
+        documents: Sequence[Document],
         embeddings: np.ndarray | None,
         bm25: BM25Index,
         *,
@@ -54,15 +62,17 @@ class ContextStore:
         build_seconds: Mapping[str, float] | None = None,
         vector_index: FaissVectorIndex | None = None,
     ) -> None:
-        if embeddings is not None and (embeddings.ndim != 2 or embeddings.shape[0] != len(documents)):
-            raise ValueError(f"embeddings shape {embeddings.shape} does not match {len(documents)} documents")
-        if bm25.size != len(documents):
-            raise ValueError(f"BM25 index has {bm25.size} documents, store has {len(documents)}")
-        self.documents = documents
-        self.doc_ids = [doc.id for doc in documents]
-        if any(a >= b for a, b in itertools.pairwise(self.doc_ids)):
-            raise ValueError("store documents must be sorted by id without duplicates")
-        self.row_of = {doc_id: row for row, doc_id in enumerate(self.doc_ids)}
+        columns = _columns(documents, "store documents")
+        if embeddings is not None and (embeddings.ndim != 2 or embeddings.shape[0] != len(columns)):
+            raise ValueError(f"embeddings shape {embeddings.shape} does not match {len(columns)} documents")
+        if bm25.size != len(columns):
+            raise ValueError(f"BM25 index has {bm25.size} documents, store has {len(columns)}")
+        #: the documents, row order (a Sequence[Document] decoding each row when read)
+        self.documents: DocumentColumns = columns
+        #: document id of every row (sorted)
+        self.doc_ids: IdColumn = columns.ids
+        #: doc id -> row (a binary search over ``doc_ids``)
+        self.row_of: RowIndex = RowIndex(columns.ids)
         self._embeddings = embeddings
         kind = config.vector_index.kind
         if (vector_index is None) != (kind == "exact" or embeddings is None):
@@ -98,26 +108,28 @@ class ContextStore:
         self.timestamps: DocumentTimes | None = None
         #: typed, weighted document edges in CSR form (edges.py); None when ``config.edges`` is None
         self.edges: EdgeSet | None = None
+        # part name -> (folder it lives in, the object): parts save() need not write again
+        self._saved: dict[str, tuple[Path, object]] = {}
         # Parent documents (chunking.py). A chunked store's rows are chunks and these are the
         # documents they came from; otherwise they are the rows themselves.
-        self.parent_documents: list[Document] = documents
-        self.parent_ids: list[str] = self.doc_ids
-        self.parent_row_of: dict[str, int] = self.row_of
+        self.parent_documents: DocumentColumns = columns
+        self.parent_ids: IdColumn = self.doc_ids
+        self.parent_row_of: RowIndex = self.row_of
         #: row -> index into ``parent_ids`` (int64)
-        self.parent_of: np.ndarray = np.arange(len(documents), dtype=np.int64)
+        self.parent_of: np.ndarray = np.arange(len(columns), dtype=np.int64)
 
     @property
     def chunked(self) -> bool:
         """Whether rows are chunks of documents (results are then resolved to documents)."""
         return self.parent_documents is not self.documents
 
-    def set_parents(self, parents: list[Document], parent_of: np.ndarray) -> None:
+    def set_parents(self, parents: Sequence[Document], parent_of: np.ndarray, *, check: bool = True) -> None:
         """Declare the rows chunks of ``parents`` (sorted by id): ``parent_of[row]`` indexes
         ``parents``. Every parent must own at least one row, and each row's metadata
-        ``parent_id`` (when present) must name its parent."""
-        parent_ids = [doc.id for doc in parents]
-        if any(a >= b for a, b in itertools.pairwise(parent_ids)):
-            raise ValueError("parent documents must be sorted by id without duplicates")
+        ``parent_id`` (when present) must name its parent (``check=False``, for a store being
+        loaded, skips that per-row check: it held when the store was built)."""
+        columns = _columns(parents, "parent documents")
+        parent_ids = columns.ids
         mapping = np.asarray(parent_of, dtype=np.int64)
         if mapping.shape != (len(self.documents),):
             raise ValueError(f"parent_of has shape {mapping.shape}, expected ({len(self.documents)},)")
@@ -125,15 +137,15 @@ class ContextStore:
             raise ValueError(f"parent_of holds indices outside [0, {len(parents) - 1}]")
         if np.unique(mapping).size != len(parents):
             raise ValueError("every parent document needs at least one chunk row")
-        for row, doc in enumerate(self.documents):
+        for row, doc in enumerate(self.documents if check else ()):
             named = doc.metadata.get("parent_id")
             if named is not None and named != parent_ids[mapping[row]]:
                 raise ValueError(
                     f"row {doc.id!r} says parent_id {named!r}, parent_of says {parent_ids[mapping[row]]!r}"
                 )
-        self.parent_documents = parents
+        self.parent_documents = columns
         self.parent_ids = parent_ids
-        self.parent_row_of = {doc_id: index for index, doc_id in enumerate(parent_ids)}
+        self.parent_row_of = RowIndex(parent_ids)
         self.parent_of = mapping
 
     def __len__(self) -> int:
@@ -180,8 +192,14 @@ class ContextStore:
     def metadata_mask(self, key: str, value: Any) -> np.ndarray:
         """Rows whose ``metadata[key]`` equals ``value`` (compared as strings)."""
         wanted = str(value)
+        quoted = json.dumps(
+            key, ensure_ascii=False
+        )  # rows whose JSON cannot hold the key are skipped unparsed
         return np.fromiter(
-            (key in doc.metadata and str(doc.metadata[key]) == wanted for doc in self.documents),
+            (
+                quoted in text and key in (metadata := decode_metadata(text)) and str(metadata[key]) == wanted
+                for text in self.documents.metadata
+            ),
             dtype=bool,
             count=len(self.documents),
         )
@@ -209,17 +227,26 @@ class ContextStore:
         *,
         show_progress: bool = False,
         source_folder: Path | None = None,
+        folder: Path | None = None,
     ) -> ContextStore:
         """Embed and index ``documents``: :func:`retrievers.build.build_store` (imported only
-        when a store is built)."""
+        when a store is built). With ``folder`` the store is built into that folder (streamed:
+        embeddings and documents go to their files as they are made) and saved there."""
         from retrievers.build import build_store
 
         return build_store(
-            documents, embedder, config, show_progress=show_progress, source_folder=source_folder
+            documents,
+            embedder,
+            config,
+            show_progress=show_progress,
+            source_folder=source_folder,
+            folder=folder,
         )
 
     def save(self, folder: Path) -> None:
-        """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files."""
+        """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files. Parts
+        that already live there (loaded from ``folder``, or a store built into it) are not
+        written again: they may be memory-mapped from those very files."""
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "format": STORE_FORMAT,
@@ -229,44 +256,63 @@ class ContextStore:
             "config": self.config.to_dict(),
             "build_seconds": self.build_seconds,
         }
-        (folder / "store.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        with open(folder / "documents.jsonl", "w", encoding="utf-8") as handle:
-            for doc in self.documents:
-                record = {"_id": doc.id, "title": doc.title, "text": doc.text, "metadata": dict(doc.metadata)}
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        if self.has_vectors:
-            np.save(folder / "embeddings.npy", np.ascontiguousarray(self.embeddings), allow_pickle=False)
+        parts: list[tuple[str, Any, Any]] = [
+            ("documents", self.documents, self.documents.save),
+            ("bm25", self.bm25, self.bm25.save),
+        ]
         if self._ann is not None:
-            self._ann.save(folder / "vector_index")
-        self.bm25.save(folder / "bm25")
+            parts.append(("vector_index", self._ann, self._ann.save))
         if self.tree is not None:
-            self.tree.save(folder / "tree")
+            tree = self.tree
+            parts.append(("tree", tree, lambda path: tree.save(path, row_of=self.row_of)))
         if self.timestamps is not None:
-            self.timestamps.save(folder / "timestamps")
+            parts.append(("timestamps", self.timestamps, self.timestamps.save))
         if self.edges is not None:
-            self.edges.save(folder / "edges")
+            parts.append(("edges", self.edges, self.edges.save))
         if self.chunked:
-            (folder / "parents").mkdir(exist_ok=True)
-            _write_documents(folder / "parents" / "documents.jsonl", self.parent_documents)
-            np.save(folder / "parents" / "parent_of.npy", self.parent_of, allow_pickle=False)
+            parts.append(("parents", self.parent_documents, lambda path: self._save_parents(path)))
+        for name, value, write in parts:
+            if not self._lives_at(name, value, folder / name):
+                write(folder / name)
+                self.mark_saved(name, value, folder / name)
+        if self.has_vectors:
+            save_array(folder / "embeddings.npy", self.embeddings)
+        # last: a folder with store.json is a complete store
+        (folder / "store.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    def _save_parents(self, path: Path) -> None:
+        self.parent_documents.save(path / "documents")
+        save_npy(path / "parent_of.npy", self.parent_of)
+
+    def _lives_at(self, part: str, value: object, path: Path) -> bool:
+        """Whether ``value`` (this store's ``part``) was read from, or written to, ``path``."""
+        entry = self._saved.get(part)
+        return entry is not None and entry[1] is value and _same_path(entry[0], path)
+
+    def mark_saved(self, part: str, value: object, path: Path) -> None:
+        """Record that ``part`` (its current ``value``) lives in ``path``: :meth:`save` into
+        that folder will not write it again (used by loading and by builds into a folder)."""
+        self._saved[part] = (path, value)
 
     @classmethod
     def load(cls, folder: Path, *, mmap: bool = True) -> ContextStore:
-        meta = json.loads((folder / "store.json").read_text(encoding="utf-8"))
+        """Read a store written by :meth:`save`; arrays and document columns are memory-mapped
+        when ``mmap``. A store of another format is refused, saying to rebuild it."""
+        meta_path = folder / "store.json"
+        if not meta_path.is_file():
+            raise ValueError(f"{folder} is not a saved ContextStore (missing store.json)")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != STORE_FORMAT:
-            raise ValueError(f"{folder}: store format {meta.get('format')} is not {STORE_FORMAT}; rebuild it")
-        documents = []
-        with open(folder / "documents.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                record = json.loads(line)
-                documents.append(
-                    Document(
-                        id=record["_id"],
-                        text=record["text"],
-                        title=record["title"],
-                        metadata=record["metadata"],
-                    )
-                )
+            raise ValueError(
+                f"{folder}: store format {meta.get('format')} is not {STORE_FORMAT} (this version keeps "
+                "documents and tree nodes as memory-mapped columns); rebuild the store (the harness "
+                "does so by itself: its cache key names the format)"
+            )
+        documents = DocumentColumns.load(folder / "documents", mmap=mmap)
+        if len(documents) != meta.get("n_documents"):
+            raise ValueError(
+                f"{folder}: store.json says {meta.get('n_documents')} documents, the columns hold {len(documents)}"
+            )
         embeddings = (
             np.load(folder / "embeddings.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
             if meta.get("dim") is not None
@@ -289,33 +335,81 @@ class ContextStore:
             vector_index=vector_index,
         )
         if (folder / "tree").is_dir():
-            tree = ContextTree.load(folder / "tree", mmap=mmap)
-            tree.leaf_rows(store.row_of)
-            store.tree = tree
+            store.tree = ContextTree.load(folder / "tree", mmap=mmap, row_of=store.row_of)
         if (folder / "timestamps").is_dir():
             store.timestamps = DocumentTimes.load(folder / "timestamps", len(documents), mmap=mmap)
         if (folder / "edges").is_dir():
             store.edges = EdgeSet.load(folder / "edges", mmap=mmap, n_nodes=len(documents))
         if (folder / "parents").is_dir():
             store.set_parents(
-                _read_documents(folder / "parents" / "documents.jsonl"),
+                DocumentColumns.load(folder / "parents" / "documents", mmap=mmap),
                 np.load(folder / "parents" / "parent_of.npy", allow_pickle=False),
+                check=False,
             )
+        for name, value in (
+            ("documents", store.documents),
+            ("bm25", store.bm25),
+            ("vector_index", store._ann),
+            ("tree", store.tree),
+            ("timestamps", store.timestamps),
+            ("edges", store.edges),
+            ("parents", store.parent_documents if store.chunked else None),
+        ):
+            if value is not None:
+                store.mark_saved(name, value, folder / name)
         return store
 
 
-def _write_documents(path: Path, documents: Iterable[Document]) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        for doc in documents:
-            record = {"_id": doc.id, "title": doc.title, "text": doc.text, "metadata": dict(doc.metadata)}
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-def _read_documents(path: Path) -> list[Document]:
-    with open(path, encoding="utf-8") as handle:
-        return [
-            Document(
-                id=record["_id"], text=record["text"], title=record["title"], metadata=record["metadata"]
+def _columns(documents: Sequence[Document], what: str) -> DocumentColumns:
+    """``documents`` as columns: as given, or encoded in memory from a sorted list."""
+    if isinstance(documents, DocumentColumns):
+        return documents
+    for previous, current in itertools.pairwise(documents):
+        if previous.id >= current.id:
+            raise ValueError(
+                f"{what} must be sorted by id without duplicates: {previous.id!r} comes before {current.id!r}"
             )
-            for record in map(json.loads, handle)
-        ]
+    return DocumentColumns.from_documents(documents, what.removesuffix("s"))
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    """``np.save`` of ``array``, unless it is the memory-map of that very file (a store built
+    into its folder: nothing to write) or of another whole ``.npy`` file (copied by the kernel,
+    without reading it into this process)."""
+    if isinstance(array, np.memmap) and array.filename is not None:
+        source = Path(array.filename)
+        if _same_path(source, path):
+            array.flush()
+            return
+        header = _npy_header(source)
+        if (
+            header is not None
+            and header == (array.shape, array.dtype, array.offset)
+            and array.flags.c_contiguous
+        ):
+            shutil.copyfile(source, path)
+            return
+    save_npy(path, np.ascontiguousarray(array))
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any], int] | None:
+    """(shape, dtype, data offset) of a C-ordered ``.npy`` file, or None."""
+    try:
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+            else:
+                return None
+            return None if fortran else (tuple(shape), dtype, handle.tell())
+    except (OSError, ValueError):
+        return None

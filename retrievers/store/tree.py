@@ -6,6 +6,14 @@ values. Leaves (level 2) are documents of the store; directories (level 0 or 1; 
 ``content``. Every URI lies under one of OpenViking's roots (:data:`CONTEXT_ROOTS`), which also
 gives the node's context type (memory, resource, skill), and a child's URI extends its parent's.
 
+Storage. Nodes are columns (:mod:`retrievers.store.columns`): URIs, abstracts, overviews, doc
+ids and metadata as UTF-8 blobs with offsets, levels and the structure (parents, children,
+depth, context types) as integer arrays, all memory-mapped on load; ``tree.nodes[i]`` builds the
+:class:`~retrievers.types.ContextNode` of node ``i`` when it is read. A tree is validated when
+it is built from nodes; loading trusts the saved structure (checked for shape), so it costs the
+same for a million nodes as for a thousand. Saved with a store, the tree also keeps each leaf's
+store row (``leaf_rows.npy``), so loading maps no ids.
+
 Vectors. Leaves are scored with the store's document embeddings; directories have their own
 *records*, as in OpenViking's vector index: a level-0 record (the abstract embedded, or the centroid
 of the directory's leaf vectors) and, when the directory has an overview, a level-1 record (the
@@ -18,16 +26,17 @@ overview embedded). Records are one float32 matrix, saved as ``.npy`` and memory
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 from urllib.parse import quote
 
 import numpy as np
 import numpy.typing as npt
 
 from retrievers.params import Params, param
+from retrievers.store.columns import RowIndex, TextColumn, decode_metadata, encode_metadata, save_npy
 from retrievers.types import ContextNode
 
 __all__ = [
@@ -53,7 +62,9 @@ CONTEXT_ROOTS: dict[str, str] = {
 CONTEXT_TYPES: tuple[str, ...] = ("memory", "resource", "skill")
 
 _FORMAT = "viking_eval.retrievers.ContextTree"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: columns (1: nodes.jsonl)
+_TEXT_FIELDS = ("uri", "abstract", "content", "doc_id", "metadata")
+_ARRAYS = ("level", "parents", "child_ptr", "child_index", "depth", "context_type")
 # Characters kept unescaped in a URI path segment (RFC 3986 pchar minus "/").
 _SAFE_SEGMENT = "-_.~:@!$&'()*+,;="
 
@@ -173,20 +184,21 @@ class ContextTree:
         record_vectors: npt.ArrayLike | None = None,
         info: Mapping[str, Any] | None = None,
     ) -> None:
-        ordered = sorted(nodes, key=lambda node: node.uri)
-        if not ordered:
-            raise TreeError("a context tree needs at least one node")
-        self.nodes: list[ContextNode] = ordered
-        self.uris: list[str] = [node.uri for node in ordered]
-        self.index_of: dict[str, int] = {}
-        for i, node in enumerate(ordered):
+        items = list(nodes)
+        for node in items:
             if not isinstance(node, ContextNode):
                 raise TreeError(f"tree nodes must be ContextNode values, got {type(node).__name__}")
-            if node.uri in self.index_of:
-                raise TreeError(f"duplicate node URI {node.uri!r}")
-            self.index_of[node.uri] = i
+        ordered = sorted(items, key=lambda node: node.uri)
+        if not ordered:
+            raise TreeError("a context tree needs at least one node")
+        uris = [node.uri for node in ordered]
+        index_of: dict[str, int] = {}
+        for i, uri in enumerate(uris):
+            if uri in index_of:
+                raise TreeError(f"duplicate node URI {uri!r}")
+            index_of[uri] = i
         n = len(ordered)
-        self.is_leaf = np.fromiter((node.level == 2 for node in ordered), dtype=bool, count=n)
+        is_leaf = np.fromiter((node.level == 2 for node in ordered), dtype=bool, count=n)
         parents = np.full(n, -1, dtype=np.int64)
         doc_ids: dict[str, str] = {}
         for i, node in enumerate(ordered):
@@ -205,7 +217,7 @@ class ContextTree:
                     f"directory {node.uri!r} has doc_id {node.doc_id!r}; only leaves (level 2) map to documents"
                 )
             if node.parent_uri is not None:
-                parent = self.index_of.get(node.parent_uri)
+                parent = index_of.get(node.parent_uri)
                 if parent is None:
                     raise TreeError(
                         f"orphan node {node.uri!r}: its parent_uri {node.parent_uri!r} is not a node of the tree"
@@ -215,37 +227,88 @@ class ContextTree:
                         f"node {node.uri!r} has leaf {node.parent_uri!r} as parent; leaves have no children"
                     )
                 parents[i] = parent
-        _check_acyclic(parents, self.uris)
+        _check_acyclic(parents, uris)
         for i, node in enumerate(ordered):
             context_type_of(node.uri)
-            if parents[i] >= 0 and not node.uri.startswith(self.uris[parents[i]] + "/"):
+            if parents[i] >= 0 and not node.uri.startswith(uris[parents[i]] + "/"):
                 raise TreeError(
-                    f"node {node.uri!r} does not extend its parent's URI {self.uris[parents[i]]!r} "
+                    f"node {node.uri!r} does not extend its parent's URI {uris[parents[i]]!r} "
                     "(child URIs must be <parent URI>/<name>)"
                 )
-        self.parents: IntArray = parents
         counts = np.bincount(parents[parents >= 0], minlength=n)
-        empty = np.flatnonzero((counts == 0) & ~self.is_leaf)
+        empty = np.flatnonzero((counts == 0) & ~is_leaf)
         if empty.size:
             raise TreeError(
-                f"directory {self.uris[int(empty[0])]!r} has no children"
+                f"directory {uris[int(empty[0])]!r} has no children"
                 + (f" (and {empty.size - 1} more)" if empty.size > 1 else "")
                 + "; every directory needs at least one child"
             )
         # Children in CSR form, each list in node (URI) order.
         order = np.argsort(parents, kind="stable")
         order = order[parents[order] >= 0]
-        self.child_ptr: IntArray = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self.child_index: IntArray = order.astype(np.int64)
-        self.roots: IntArray = np.flatnonzero(parents < 0).astype(np.int64)
-        self.doc_ids: list[str | None] = [node.doc_id for node in ordered]
-        self.context_types: list[str] = [context_type_of(uri) for uri in self.uris]
         depth = np.zeros(n, dtype=np.int64)
         for i in range(n):  # parents precede children in URI order
             depth[i] = 0 if parents[i] < 0 else depth[parents[i]] + 1
-        self.depth: IntArray = depth
-        self.info: dict[str, Any] = dict(info or {})
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "level": np.fromiter((node.level for node in ordered), dtype=np.int8, count=n),
+            "parents": parents,
+            "child_ptr": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            "child_index": order.astype(np.int64),
+            "depth": depth,
+            "context_type": np.fromiter(
+                (CONTEXT_TYPES.index(context_type_of(uri)) for uri in uris), dtype=np.int8, count=n
+            ),
+        }
+        texts = {
+            "uri": TextColumn.from_strings(uris),
+            "abstract": TextColumn.from_strings(node.abstract for node in ordered),
+            "content": TextColumn.from_strings(node.content for node in ordered),
+            "doc_id": TextColumn.from_strings(node.doc_id or "" for node in ordered),
+            "metadata": TextColumn.from_strings(
+                encode_metadata(node.metadata, f"node {node.uri!r}: metadata") for node in ordered
+            ),
+        }
+        self._set_structure(texts, arrays, info)
         self._set_records(record_nodes, record_levels, record_vectors)
+
+    def _set_structure(
+        self,
+        texts: Mapping[str, TextColumn],
+        arrays: Mapping[str, npt.NDArray[Any]],
+        info: Mapping[str, Any] | None,
+    ) -> None:
+        level = arrays["level"]
+        n = int(level.shape[0])
+        for name in _ARRAYS:
+            expected = n + 1 if name == "child_ptr" else n
+            if name == "child_index":
+                expected = int(np.count_nonzero(np.asarray(arrays["parents"]) >= 0))
+            if arrays[name].shape != (expected,):
+                raise TreeError(f"tree array {name!r} has shape {arrays[name].shape}, expected ({expected},)")
+        for name in _TEXT_FIELDS:
+            if len(texts[name]) != n:
+                raise TreeError(f"tree column {name!r} holds {len(texts[name])} values, expected {n}")
+        self._level = level
+        self.is_leaf: npt.NDArray[np.bool_] = np.asarray(level) == 2
+        self.parents: IntArray = arrays["parents"]
+        self.child_ptr: IntArray = arrays["child_ptr"]
+        self.child_index: IntArray = arrays["child_index"]
+        self.depth: IntArray = arrays["depth"]
+        self.roots: IntArray = np.flatnonzero(np.asarray(self.parents) < 0).astype(np.int64)
+        self._texts = dict(texts)
+        #: every node, in URI order (a Sequence[ContextNode] decoding a node when it is read)
+        self.nodes: NodeColumns = NodeColumns(self._texts, level, self.parents)
+        #: every node's URI (sorted)
+        self.uris: TextColumn = self._texts["uri"]
+        #: URI -> node index (a binary search over ``uris``)
+        self.index_of: UriIndex = UriIndex(self.uris)
+        #: doc id of every node (None for directories)
+        self.doc_ids: Sequence[str | None] = _DocIds(self._texts["doc_id"], self.is_leaf)
+        #: ``memory`` / ``resource`` / ``skill`` of every node
+        self.context_types: Sequence[str] = _Codes(arrays["context_type"], CONTEXT_TYPES)
+        self._context_codes = arrays["context_type"]
+        self.info: dict[str, Any] = dict(info or {})
+        self._leaf_rows: tuple[Mapping[str, int], IntArray] | None = None
 
     # -- records -------------------------------------------------------------------------------
 
@@ -325,22 +388,33 @@ class ContextTree:
         return below
 
     def leaf_rows(self, row_of: Mapping[str, int]) -> IntArray:
-        """Store row of every leaf (-1 for directories); a leaf naming no document is an error."""
+        """Store row of every leaf (-1 for directories); a leaf naming no document is an error.
+        Remembered for the last ``row_of`` asked (a store's index: retrievers ask once each)."""
+        if self._leaf_rows is not None and self._leaf_rows[0] is row_of:
+            return self._leaf_rows[1]
         rows = np.full(len(self.nodes), -1, dtype=np.int64)
-        for i, doc_id in enumerate(self.doc_ids):
-            if doc_id is None:
-                continue
-            row = row_of.get(doc_id)
-            if row is None:
-                raise TreeError(f"leaf {self.uris[i]!r} names document {doc_id!r}, which is not in the store")
-            rows[i] = row
+        leaves = np.flatnonzero(self.is_leaf)
+        if isinstance(row_of, RowIndex):
+            rows[leaves] = row_of.rows(self._texts["doc_id"].fixed_width(leaves))
+        else:
+            doc_ids = self._texts["doc_id"]
+            rows[leaves] = [row_of.get(doc_ids[int(i)], -1) for i in leaves]
+        missing = leaves[rows[leaves] < 0]
+        if missing.size:
+            i = int(missing[0])
+            raise TreeError(
+                f"leaf {self.uris[i]!r} names document {self.doc_ids[i]!r}, which is not in the store"
+            )
+        rows.setflags(write=False)
+        self._leaf_rows = (row_of, rows)
         return rows
 
     # -- persistence ---------------------------------------------------------------------------
 
-    def save(self, folder: Path) -> None:
-        """Write ``tree.json`` (format, counts, info), ``nodes.jsonl`` and the record arrays as
-        ``.npy`` into ``folder`` (created if needed). No pickle."""
+    def save(self, folder: Path, *, row_of: Mapping[str, int] | None = None) -> None:
+        """Write ``tree.json`` (format, counts, info), the node columns and arrays, and the
+        record arrays as ``.npy`` into ``folder`` (created if needed). No pickle. With the
+        store's ``row_of``, each leaf's store row too (``leaf_rows.npy``)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
@@ -351,29 +425,31 @@ class ContextTree:
             "dim": self.dim,
             "info": self.info,
         }
-        (folder / "tree.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        with open(folder / "nodes.jsonl", "w", encoding="utf-8") as handle:
-            for node in self.nodes:
-                record = {
-                    "uri": node.uri,
-                    "level": node.level,
-                    "parent_uri": node.parent_uri,
-                    "abstract": node.abstract,
-                    "content": node.content,
-                    "doc_id": node.doc_id,
-                    "metadata": dict(node.metadata),
-                }
-                handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+        for name, column in self._texts.items():
+            column.save(folder, name)
+        arrays = {
+            "level": self._level,
+            "parents": self.parents,
+            "child_ptr": self.child_ptr,
+            "child_index": self.child_index,
+            "depth": self.depth,
+            "context_type": self._context_codes,
+        }
+        for name, array in arrays.items():
+            save_npy(folder / f"{name}.npy", array)
+        if row_of is not None:
+            save_npy(folder / "leaf_rows.npy", self.leaf_rows(row_of))
         if self.record_vectors is not None:
-            np.save(folder / "record_nodes.npy", self.record_nodes, allow_pickle=False)
-            np.save(folder / "record_levels.npy", self.record_levels, allow_pickle=False)
-            np.save(
-                folder / "record_vectors.npy", np.ascontiguousarray(self.record_vectors), allow_pickle=False
-            )
+            save_npy(folder / "record_nodes.npy", self.record_nodes)
+            save_npy(folder / "record_levels.npy", self.record_levels)
+            save_npy(folder / "record_vectors.npy", np.ascontiguousarray(self.record_vectors))
+        (folder / "tree.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: Path, *, mmap: bool = True) -> ContextTree:
-        """Read a tree written by :meth:`save`; record vectors are memory-mapped when ``mmap``."""
+    def load(cls, folder: Path, *, mmap: bool = True, row_of: Mapping[str, int] | None = None) -> ContextTree:
+        """Read a tree written by :meth:`save`; columns and arrays are memory-mapped when
+        ``mmap``. With ``row_of`` (the store's index), the saved leaf rows are taken as the
+        answer of ``leaf_rows(row_of)``."""
         folder = Path(folder)
         meta_path = folder / "tree.json"
         if not meta_path.is_file():
@@ -384,41 +460,168 @@ class ContextTree:
                 f"{meta_path}: format {meta.get('format')!r} version {meta.get('version')!r} is not "
                 f"{_FORMAT!r} version {_FORMAT_VERSION}; rebuild the store"
             )
-        nodes = []
-        with open(folder / "nodes.jsonl", encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                try:
-                    record = json.loads(line)
-                    nodes.append(
-                        ContextNode(
-                            uri=record["uri"],
-                            level=record["level"],
-                            parent_uri=record["parent_uri"],
-                            abstract=record["abstract"],
-                            content=record["content"],
-                            doc_id=record["doc_id"],
-                            metadata=record["metadata"],
-                        )
-                    )
-                except (ValueError, KeyError, TypeError) as error:
-                    raise TreeError(f"{folder / 'nodes.jsonl'}:{number}: bad node record: {error}") from None
-        if len(nodes) != meta.get("n_nodes"):
+        mode: Literal["r"] | None = "r" if mmap else None
+        try:
+            texts = {name: TextColumn.load(folder, name, mmap=mmap) for name in _TEXT_FIELDS}
+            arrays = {
+                name: np.load(folder / f"{name}.npy", mmap_mode=mode, allow_pickle=False) for name in _ARRAYS
+            }
+        except (OSError, ValueError) as error:
+            raise TreeError(f"{folder}: unreadable tree ({error}); rebuild the store") from None
+        if int(arrays["level"].shape[0]) != meta.get("n_nodes"):
             raise TreeError(
-                f"{folder}: tree.json says {meta.get('n_nodes')} nodes, nodes.jsonl has {len(nodes)}"
+                f"{folder}: tree.json says {meta.get('n_nodes')} nodes, the columns hold {arrays['level'].shape[0]}"
             )
-        arrays: dict[str, Any] = {}
+        tree = cls.__new__(cls)
+        tree._set_structure(texts, arrays, meta.get("info"))
+        record_args: list[Any] = [None, None, None]
         if meta.get("n_records"):
             vectors_path = folder / "record_vectors.npy"
-            arrays = {
-                "record_nodes": np.load(folder / "record_nodes.npy", allow_pickle=False),
-                "record_levels": np.load(folder / "record_levels.npy", allow_pickle=False),
-                "record_vectors": (
-                    np.load(vectors_path, mmap_mode="r", allow_pickle=False)
-                    if mmap
-                    else np.load(vectors_path, allow_pickle=False)
-                ),
-            }
-        return cls(nodes, info=meta.get("info"), **arrays)
+            record_args = [
+                np.load(folder / "record_nodes.npy", allow_pickle=False),
+                np.load(folder / "record_levels.npy", allow_pickle=False),
+                np.load(vectors_path, mmap_mode=mode, allow_pickle=False),
+            ]
+        tree._set_records(*record_args)
+        if row_of is not None and (folder / "leaf_rows.npy").is_file():
+            rows = np.load(folder / "leaf_rows.npy", mmap_mode=mode, allow_pickle=False)
+            if rows.shape != (len(tree.nodes),):
+                raise TreeError(
+                    f"{folder}: leaf_rows.npy has shape {rows.shape}, expected ({len(tree.nodes)},)"
+                )
+            tree._leaf_rows = (row_of, rows)
+        return tree
+
+
+class NodeColumns(Sequence[ContextNode]):
+    """The nodes of a tree as columns: ``nodes[i]`` builds node ``i`` (metadata parsed then)."""
+
+    def __init__(self, texts: Mapping[str, TextColumn], level: npt.NDArray[Any], parents: IntArray) -> None:
+        self._texts = texts
+        self._level = level
+        self._parents = parents
+
+    def __len__(self) -> int:
+        return int(self._level.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> ContextNode: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ContextNode]: ...
+
+    def __getitem__(self, index: int | slice) -> ContextNode | list[ContextNode]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = int(index)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"node {index} is outside [0, {len(self)})")
+        texts = self._texts
+        parent = int(self._parents[i])
+        level = int(self._level[i])
+        return ContextNode(
+            uri=texts["uri"][i],
+            level=level,
+            parent_uri=None if parent < 0 else texts["uri"][parent],
+            abstract=texts["abstract"][i],
+            content=texts["content"][i],
+            doc_id=texts["doc_id"][i] if level == 2 else None,
+            metadata=decode_metadata(texts["metadata"][i]),
+        )
+
+    def __iter__(self) -> Iterator[ContextNode]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"NodeColumns({len(self)} nodes)"
+
+
+class UriIndex(Mapping[str, int]):
+    """URI -> node index: a binary search over the sorted URI column (UTF-8 byte order is
+    code point order, the order nodes are sorted in)."""
+
+    def __init__(self, uris: TextColumn) -> None:
+        self._uris = uris
+
+    def _find(self, key: object) -> int:
+        if not isinstance(key, str):
+            return -1
+        data = key.encode("utf-8")
+        lo, hi = 0, len(self._uris)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._uris.raw(mid) < data:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < len(self._uris) and self._uris.raw(lo) == data else -1
+
+    def __getitem__(self, key: str) -> int:
+        index = self._find(key)
+        if index < 0:
+            raise KeyError(key)
+        return index
+
+    def __contains__(self, key: object) -> bool:
+        return self._find(key) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._uris)
+
+    def __len__(self) -> int:
+        return len(self._uris)
+
+
+class _DocIds(Sequence[str | None]):
+    def __init__(self, column: TextColumn, is_leaf: npt.NDArray[np.bool_]) -> None:
+        self._column = column
+        self._is_leaf = is_leaf
+
+    def __len__(self) -> int:
+        return len(self._column)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self._column[index] if self._is_leaf[index] else None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Codes(Sequence[str]):
+    def __init__(self, codes: npt.NDArray[Any], names: Sequence[str]) -> None:
+        self._codes = codes
+        self._names = tuple(names)
+
+    def __len__(self) -> int:
+        return int(self._codes.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._names[code] for code in np.asarray(self._codes[index]).tolist()]
+        return self._names[int(self._codes[index])]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self._names
+        return iter([names[code] for code in np.asarray(self._codes).tolist()])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _check_acyclic(parents: IntArray, uris: Sequence[str]) -> None:
