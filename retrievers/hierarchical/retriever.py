@@ -37,7 +37,7 @@ from retrievers.hierarchical.intent import (
 )
 from retrievers.hierarchical.matches import FindResult, MatchedContext, merge_matches
 from retrievers.hierarchical.params import HierarchicalParams
-from retrievers.hierarchical.scoring import NodeReranker, TreeIndex
+from retrievers.hierarchical.scoring import NodeReranker, Scope, TreeIndex
 from retrievers.hierarchical.traversal import Found, Traversal, traverse
 from retrievers.kernel import Candidates, Retriever, check_query
 from retrievers.ranking import check_top_k
@@ -45,7 +45,6 @@ from retrievers.store.tree import ContextTree
 
 __all__ = ["HierarchicalRetriever"]
 
-BoolArray = npt.NDArray[np.bool_]
 
 
 class HierarchicalRetriever(Retriever):
@@ -71,15 +70,14 @@ class HierarchicalRetriever(Retriever):
         self.node_reranker = NodeReranker(
             self.index, self.reranker if thinking else None, self.params.rerank_timeout
         )
-        self._scopes: dict[ContextType | None, BoolArray] = {None: self.index.scope(self.mask)}
+        self._scopes: dict[ContextType | None, Scope] = {None: self.index.scope(self.mask)}
 
-    def _scope(self, context_type: ContextType | None) -> BoolArray:
+    def _scope(self, context_type: ContextType | None) -> Scope:
         """Nodes in scope, narrowed to one context type's roots (None = every root)."""
         scope = self._scopes.get(context_type)
         if scope is None:
             assert context_type is not None
-            kinds = np.asarray([kind == context_type.value for kind in self.tree.context_types])
-            scope = self._scopes[context_type] = self._scopes[None] & kinds
+            scope = self._scopes[context_type] = self.index.narrowed(self._scopes[None], context_type.value)
         return scope
 
     def _traverse(

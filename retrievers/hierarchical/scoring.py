@@ -12,6 +12,7 @@ the directories with such a leaf below them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from retrievers.types import Reranker, RetrievalResult
 if TYPE_CHECKING:
     from retrievers.store import ContextStore
 
-__all__ = ["NodeReranker", "TreeIndex"]
+__all__ = ["LeafKeywordScores", "NodeReranker", "NodeScores", "Scope", "TreeIndex"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -55,9 +56,15 @@ class TreeIndex:
             target[tree.record_nodes[records]] = records
         self.record_vectors = np.asarray(tree.record_vectors)
         self.record_index = ExactVectorIndex(self.record_vectors)
+        #: position of every directory among the directories (-1 for leaves): a query's
+        #: directory scores are an array of that size, its leaf scores a dict (NodeScores)
+        directories = np.flatnonzero(~tree.is_leaf)
+        self.directory_position: IntArray = np.full(n_nodes, -1, dtype=np.int64)
+        self.directory_position[directories] = np.arange(directories.size)
+        self.n_directories = int(directories.size)
         self._texts: dict[int, str] = {}
 
-    def scope(self, rows: BoolArray | None) -> BoolArray:
+    def scope(self, rows: BoolArray | None) -> Scope:
         """Nodes a query may reach: leaves whose row is allowed by ``rows`` (None = all) and
         directories with at least one such leaf below them."""
         tree = self.tree
@@ -68,53 +75,73 @@ class TreeIndex:
         for depth in range(int(tree.depth.max()), 0, -1):  # deepest first: a parent after its children
             below = (tree.depth == depth) & in_scope
             in_scope[tree.parents[below]] = True
-        return in_scope
+        return self._scope(in_scope)
+
+    def narrowed(self, scope: Scope, context_type: str) -> Scope:
+        """``scope`` restricted to the nodes of one context type (memory, resource, skill)."""
+        kinds = np.asarray([kind == context_type for kind in self.tree.context_types])
+        return self._scope(scope.nodes & kinds)
+
+    def _scope(self, nodes: BoolArray) -> Scope:
+        tree = self.tree
+        leaves = np.flatnonzero(nodes & tree.is_leaf)
+        rows = self.leaf_rows[leaves]
+        row_mask = None
+        if rows.size != len(self.store):
+            row_mask = np.zeros(len(self.store), dtype=bool)
+            row_mask[rows] = True
+        return Scope(
+            nodes=nodes,
+            size=int(np.count_nonzero(nodes)),
+            directories=np.flatnonzero(nodes & ~tree.is_leaf),
+            leaves=leaves,
+            row_mask=row_mask,
+        )
 
     def fill_directory_scores(
-        self, record_scores: npt.NDArray[np.floating[Any]], directories: IntArray, scores: FloatArray
+        self, record_scores: npt.NDArray[np.floating[Any]], directories: IntArray, scores: NodeScores
     ) -> None:
-        """``scores[directories]`` from the scores of every record (the best of each directory's)."""
+        """The scores of ``directories`` from the scores of every record (the best of each
+        directory's)."""
         best = record_scores[self.record0[directories]].astype(np.float64)
         second = self.record1[directories]
         has = second >= 0
         best[has] = np.maximum(best[has], record_scores[second[has]])
-        scores[directories] = best
+        scores.set_directories(directories, best)
 
-    def keyword_scores(self, query: str, scope: BoolArray) -> FloatArray:
-        """Every node's normalised BM25 score for ``query``: a leaf's store row's BM25 score
-        divided by the best one among the leaves in ``scope`` (so in [0, 1]); 0 for directories,
-        leaves out of scope, and every node when no leaf in scope matches a query term."""
-        tree = self.tree
-        out = np.zeros(len(tree), dtype=np.float64)
-        leaves = np.flatnonzero(scope & tree.is_leaf)
-        if leaves.size:
-            raw = np.asarray(self.store.bm25.scores(query), dtype=np.float64)[self.leaf_rows[leaves]]
+    def keyword_scores(self, query: str, scope: Scope) -> LeafKeywordScores:
+        """Normalised BM25 scores of the leaves for ``query``: a leaf's store row's BM25 score
+        divided by the best one among the leaves in ``scope`` (so in [0, 1]); 0 for every leaf
+        when no leaf in scope matches a query term."""
+        raw = self.store.bm25.scores(query)
+        if scope.row_mask is None:  # every row is a leaf in scope
             best = float(raw.max(initial=0.0))
-            if best > 0.0:
-                out[leaves] = raw / best
-        return out
+        else:
+            best = float(raw[scope.row_mask].max(initial=0.0))
+        return LeafKeywordScores(raw, best, self.leaf_rows)
 
     def score_missing(
         self,
         vector: npt.NDArray[np.float32],
         nodes: IntArray,
-        scores: FloatArray,
-        keyword: tuple[FloatArray, float] | None = None,
+        scores: NodeScores,
+        keyword: tuple[LeafKeywordScores, float] | None = None,
     ) -> None:
-        """Fill ``scores`` for ``nodes`` not scored yet (NaN): a leaf by its document vector
-        (mixed with its normalised BM25 score when ``keyword`` = (keyword_scores, weight) is
-        given), a directory by the best of its records."""
-        missing = nodes[np.isnan(scores[nodes])]
+        """Score the ``nodes`` not scored yet: a leaf by its document vector (mixed with its
+        normalised BM25 score when ``keyword`` = (keyword scores, weight) is given), a directory
+        by the best of its records."""
+        missing = scores.missing(nodes)
         if missing.size == 0:
             return
         leaf = self.tree.is_leaf[missing]
         leaves = missing[leaf]
         if leaves.size:
             block = np.asarray(self.store.embeddings[self.leaf_rows[leaves]], dtype=np.float32)
-            scores[leaves] = block @ vector
+            values = (block @ vector).astype(np.float64)
             if keyword is not None:
                 keyword_scores, weight = keyword
-                scores[leaves] = (1.0 - weight) * scores[leaves] + weight * keyword_scores[leaves]
+                values = (1.0 - weight) * values + weight * keyword_scores.of(leaves)
+            scores.set_leaves(leaves, values)
         directories = missing[~leaf]
         if directories.size:
             best = self.record_vectors[self.record0[directories]] @ vector
@@ -122,7 +149,7 @@ class TreeIndex:
             has = second >= 0
             if has.any():
                 best[has] = np.maximum(best[has], self.record_vectors[second[has]] @ vector)
-            scores[directories] = best
+            scores.set_directories(directories, best.astype(np.float64))
 
     def text(self, node: int) -> str:
         """What a reranker reads: a leaf's row (title and text), a directory's abstract."""
@@ -132,6 +159,84 @@ class TreeIndex:
             text = self.store.documents[row].full_text if row >= 0 else self.tree.nodes[node].abstract
             self._texts[node] = text
         return text
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The nodes a query may reach (``nodes``, bool per node), with what every query needs of
+    them computed once per retriever: how many, the directories and the leaves among them, and
+    the store rows of those leaves as a mask (None when they are every row)."""
+
+    nodes: BoolArray
+    size: int
+    directories: IntArray
+    leaves: IntArray
+    row_mask: BoolArray | None
+
+
+class NodeScores:
+    """One query's node scores, allocated for what the query touches, not for the whole tree:
+    the directories' in an array (the global search scores all of them anyway), the leaves' in
+    a dict (only the leaves found or under a popped directory are scored). Also counts the
+    nodes scored: with ``all_leaves`` (a global search over every leaf in scope) every leaf in
+    scope counts as scored."""
+
+    def __init__(self, index: TreeIndex, scope: Scope) -> None:
+        self._position = index.directory_position
+        self._is_leaf = index.tree.is_leaf
+        self._scope = scope
+        self._directories = np.full(index.n_directories, np.nan, dtype=np.float64)
+        self._leaves: dict[int, float] = {}
+        self.all_leaves = False
+
+    def get(self, nodes: IntArray) -> FloatArray:
+        """Scores of ``nodes`` (NaN where not scored)."""
+        out = np.empty(nodes.size, dtype=np.float64)
+        leaf = self._is_leaf[nodes]
+        out[~leaf] = self._directories[self._position[nodes[~leaf]]]
+        if leaf.any():
+            nan = float("nan")
+            out[leaf] = [self._leaves.get(node, nan) for node in nodes[leaf].tolist()]
+        return out
+
+    def __getitem__(self, node: int) -> float:
+        if self._is_leaf[node]:
+            return self._leaves.get(node, float("nan"))
+        return float(self._directories[self._position[node]])
+
+    def missing(self, nodes: IntArray) -> IntArray:
+        return nodes[np.isnan(self.get(nodes))]
+
+    def set_directories(self, directories: IntArray, values: FloatArray) -> None:
+        self._directories[self._position[directories]] = values
+
+    def set_leaves(self, leaves: IntArray, values: FloatArray) -> None:
+        self._leaves.update(zip(leaves.tolist(), values.tolist(), strict=True))
+
+    def set_leaf(self, leaf: int, value: float) -> None:
+        self._leaves[leaf] = value
+
+    @property
+    def n_scored(self) -> int:
+        """Nodes scored (each once), as a count over the scope."""
+        directories = int(np.count_nonzero(~np.isnan(self._directories)))
+        leaves = self._scope.leaves.size if self.all_leaves else len(self._leaves)
+        return directories + leaves
+
+
+class LeafKeywordScores:
+    """A query's normalised BM25 score of every leaf, computed when asked (see
+    :meth:`TreeIndex.keyword_scores`)."""
+
+    def __init__(self, raw: npt.NDArray[np.float32], best: float, leaf_rows: IntArray) -> None:
+        self._raw = raw
+        self._best = best
+        self._leaf_rows = leaf_rows
+
+    def of(self, leaves: IntArray) -> FloatArray:
+        if self._best <= 0.0:
+            return np.zeros(leaves.size, dtype=np.float64)
+        return np.asarray(self._raw[self._leaf_rows[leaves]], dtype=np.float64) / self._best
 
 
 class NodeReranker:

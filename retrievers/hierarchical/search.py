@@ -173,7 +173,7 @@ class HierarchicalSearchRetriever(HierarchicalRetriever):
                 known = best.get(row)
                 if known is None or weighted > known[0]:
                     best[row] = (weighted, found, position, node)
-        scope_nodes = int(np.count_nonzero(self._scope(None)))
+        scope_nodes = self._scope(None).size
         stats.update(
             nodes_scored=nodes_scored,
             nodes_scored_fraction=nodes_scored / scope_nodes if scope_nodes else 0.0,

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.hierarchical.params import HierarchicalParams
-from retrievers.hierarchical.scoring import NodeReranker, TreeIndex
+from retrievers.hierarchical.scoring import NodeReranker, NodeScores, Scope, TreeIndex
 from retrievers.kernel import search_vectors
 from retrievers.ranking import top_k_1d
 
@@ -159,13 +159,17 @@ def traverse(
     query: str,
     vector: npt.NDArray[np.float32],
     top_k: int,
-    scope: npt.NDArray[np.bool_],
+    scope: Scope,
 ) -> Traversal:
-    """The descent for one query over the nodes in ``scope`` (see the module docstring)."""
+    """The descent for one query over the nodes in ``scope`` (see the module docstring).
+
+    Its memory and time do not grow with the tree beyond the global search: the directory
+    scores are one array over the directories (which the global search scores anyway), the
+    leaf scores and the visited directories are a dict and a set of what the query touched."""
     tree = index.tree
-    stats = TraversalStats(nodes_in_scope=int(np.count_nonzero(scope)))
-    scores = np.full(len(tree), np.nan, dtype=np.float64)
-    scored = np.zeros(len(tree), dtype=bool)
+    in_scope = scope.nodes
+    stats = TraversalStats(nodes_in_scope=scope.size)
+    scores = NodeScores(index, scope)
     pool: dict[int, Found] = {}
     limit = max(top_k, params.global_search_topk)
     directory_levels = [level for level in params.global_search_levels if level < 2]
@@ -177,7 +181,7 @@ def traverse(
     def reranked(nodes: list[int]) -> tuple[list[float], str | None]:
         if rerank.active and nodes:
             stats.rerank_calls += 1
-        values, reason = rerank(query, nodes, scores[nodes].tolist())
+        values, reason = rerank(query, nodes, scores.get(np.asarray(nodes, dtype=np.int64)).tolist())
         stats.rerank_fallbacks += reason is not None
         return values, reason
 
@@ -185,10 +189,8 @@ def traverse(
     start_nodes: list[int] = []
     if directory_levels:
         record_scores = index.record_index.scores(vector)
-        directories = np.flatnonzero(scope & ~tree.is_leaf)
-        index.fill_directory_scores(record_scores, directories, scores)
-        scored[directories] = True
-        mask = scope[tree.record_nodes] & np.isin(tree.record_levels, directory_levels)
+        index.fill_directory_scores(record_scores, scope.directories, scores)
+        mask = in_scope[tree.record_nodes] & np.isin(tree.record_levels, directory_levels)
         if mask.any():
             _, records = top_k_1d(record_scores, limit, mask=mask)
             for record in records.tolist():
@@ -197,21 +199,15 @@ def traverse(
                     start_nodes.append(node)
     leaf_hits: list[int] = []
     if 2 in params.global_search_levels:
-        leaves = np.flatnonzero(scope & tree.is_leaf)
-        scored[leaves] = True
-        if leaves.size:
-            rows = index.leaf_rows[leaves]
-            mask_rows = None
-            if rows.size != len(index.store):
-                mask_rows = np.zeros(len(index.store), dtype=bool)
-                mask_rows[rows] = True
-            found = search_vectors(index.store, vector[None, :], limit, mask=mask_rows, params=params)
+        scores.all_leaves = True  # exact search scores every leaf in scope
+        if scope.leaves.size:
+            found = search_vectors(index.store, vector[None, :], limit, mask=scope.row_mask, params=params)
             hit_scores, hit_rows = found[0]
             for score, row in zip(hit_scores.tolist(), hit_rows.tolist(), strict=True):
                 node = int(index.node_of_row[row])
                 if keyword is not None:
-                    score = (1.0 - weight) * score + weight * float(keyword[0][node])
-                scores[node] = score
+                    score = (1.0 - weight) * score + weight * float(keyword[0].of(np.asarray([node]))[0])
+                scores.set_leaf(node, score)
                 leaf_hits.append(node)
     stats.global_hits = len(start_nodes) + len(leaf_hits)
 
@@ -224,7 +220,7 @@ def traverse(
         heapq.heappush(heap, _Queued(-score, node, sequence, score, ()))
         sequence += 1
     for root in tree.roots.tolist():
-        if scope[root] and root not in start_nodes:
+        if in_scope[root] and root not in start_nodes:
             heapq.heappush(heap, _Queued(-0.0, root, sequence, None, ()))
             sequence += 1
     top = _TopLeaves(top_k)
@@ -237,7 +233,7 @@ def traverse(
     # 3-5. Best-first traversal with convergence.
     alpha = float(params.alpha)
     child_limit = max(2 * top_k, 20) if params.child_limit is None else params.child_limit
-    visited = np.zeros(len(tree), dtype=bool)
+    visited: set[int] = set()
     max_rounds = params.max_convergence_rounds
     previous_top: frozenset[int] | None = None
     previous_size = len(pool)
@@ -245,16 +241,15 @@ def traverse(
     stagnant = 0
     while heap:
         item = heapq.heappop(heap)
-        if visited[item.node]:
+        if item.node in visited:
             continue
-        visited[item.node] = True
+        visited.add(item.node)
         stats.directories_popped += 1
         children = tree.children(item.node)
-        children = children[scope[children]]
+        children = children[in_scope[children]]
         if children.size:
             index.score_missing(vector, children, scores, keyword)
-            scored[children] = True
-            raw = scores[children]
+            raw = scores.get(children)
             order = np.lexsort((children, -raw))[:child_limit]
             kids = children[order].tolist()
             kid_scores, kid_fallback = reranked(kids)
@@ -271,9 +266,9 @@ def traverse(
                     if tree.is_leaf[node]:
                         top.offer(node, final, new=known is None)
                     pool[node] = _found(
-                        final, float(scores[node]), path, "traversal", child_score, kid_fallback, rerank
+                        final, scores[node], path, "traversal", child_score, kid_fallback, rerank
                     )
-                if not tree.is_leaf[node] and not visited[node]:
+                if not tree.is_leaf[node] and node not in visited:
                     heapq.heappush(heap, _Queued(-final, node, sequence, final, path))
                     sequence += 1
         stats.rounds += 1
@@ -289,6 +284,6 @@ def traverse(
         if params.stagnation_exit and stagnant >= max_rounds:
             stats.stop_reason = "stagnated"
             break
-    stats.nodes_scored = int(np.count_nonzero(scored))
+    stats.nodes_scored = scores.n_scored
     stats.pool_size = len(pool)
     return Traversal(pool=pool, stats=stats)
