@@ -49,3 +49,21 @@ def test_minilm_batch_and_single_rankings_agree(shared_datasets: Path) -> None:
         single = retriever.retrieve(query, 10)
         np.testing.assert_allclose([r.score for r in batched], [r.score for r in single], atol=1e-5)
         assert [r.doc_id for r in batched][:5] == [r.doc_id for r in single][:5]
+
+
+def test_two_worker_processes_give_the_vectors_of_one(shared_datasets: Path) -> None:
+    """sentence-transformers' multi-process pool (processes=2): each worker encodes its pieces
+    as one process would, so the vectors are the same bit for bit on CPU (the cache relies on
+    it: a corpus cached with processes=2 holds the vectors processes=1 gives)."""
+    dataset = load_dataset(str(shared_datasets / "adi"))
+    texts = [doc.full_text for doc in dataset.corpus.values()]
+    one = SentenceTransformerEmbedder().encode_chunked(texts, "document", 16)
+    pooled = SentenceTransformerEmbedder(processes=2)
+    try:
+        two = pooled.encode_chunked(texts, "document", 16)
+        assert pooled._pool is not None and len(pooled._pool["processes"]) == 2
+    finally:
+        pooled.close()
+    assert pooled._pool is None
+    assert one.shape == (len(texts), 384)
+    assert np.array_equal(one, two)
