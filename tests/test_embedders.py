@@ -277,6 +277,11 @@ def test_hub_name_uses_revision_without_loading() -> None:
         ({"show_progress": "no"}, "show_progress must be true or false or null"),
         ({"query_prefix": None}, "query_prefix must be a string"),
         ({"query_prefix": "q: ", "query_prompt_name": "query"}, "both set"),
+        ({"processes": 0}, r"processes must be an integer in \[1, 256\], got 0"),
+        ({"processes": 2, "devices": ["cpu"]}, r"processes=2 and devices=\['cpu'\] are both set"),
+        ({"devices": []}, "devices must be a non-empty list"),
+        ({"devices": "cuda:0"}, "devices must be a non-empty list"),
+        ({"devices": ["cuda:0", ""]}, r"devices\[1\] must be a non-empty string"),
     ],
 )
 def test_minilm_parameter_validation(kwargs: dict[str, object], message: str) -> None:

@@ -123,14 +123,16 @@ class SentenceTransformerEmbedder:
         if devices is not None:
             if isinstance(devices, str) or not isinstance(devices, Sequence) or not devices:
                 raise ParamError(
-                    "devices", f"must be a non-empty list of device names (cuda:0, cpu, ...), got {devices!r}"
+                    "devices",
+                    f"devices must be a non-empty list of device names (cuda:0, cpu, ...), got {devices!r}",
                 )
             for position, name in enumerate(devices):
                 check_string(f"devices[{position}]", name, hint="cpu, cuda:0, cuda:1, mps, npu:0")
             if processes != 1:
                 raise ParamError(
                     "processes",
-                    f"and devices are both set ({processes}, {list(devices)}); devices starts one worker per entry",
+                    f"processes={processes} and devices={list(devices)} are both set; devices starts one worker "
+                    "per entry, so leave processes at 1",
                 )
 
         self.model_name = model_name
