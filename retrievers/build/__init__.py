@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from retrievers.build.edges import build_edges
 from retrievers.build.hierarchy import build_tree
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
 from retrievers.store import ContextStore, StoreConfig
-from retrievers.store.columns import DocumentColumns, save_npy
+from retrievers.store.columns import DocumentColumns, RowSequence, save_npy
 from retrievers.timeparse import DocumentTimes
 from retrievers.types import Document, Embedder
 
@@ -48,7 +48,7 @@ corpora are encoded in calls of this many texts, each written into the embedding
 call, as before, up to this size)."""
 
 
-class FullTexts(Sequence[str]):
+class FullTexts(RowSequence[str]):
     """``documents[i].full_text`` (title and text, as embedded and indexed), made when read."""
 
     def __init__(self, documents: Sequence[Document]) -> None:
@@ -57,16 +57,8 @@ class FullTexts(Sequence[str]):
     def __len__(self) -> int:
         return len(self._documents)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [doc.full_text for doc in self._documents[index]]
-        return self._documents[index].full_text
+    def _row(self, i: int) -> str:
+        return self._documents[i].full_text
 
     def __iter__(self) -> Iterator[str]:
         return (doc.full_text for doc in self._documents)

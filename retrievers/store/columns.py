@@ -32,7 +32,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, overload
+from typing import Any, BinaryIO, Literal, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,7 @@ __all__ = [
     "DocumentColumns",
     "IdColumn",
     "RowIndex",
+    "RowSequence",
     "TextColumn",
     "TextColumnWriter",
     "check_id",
@@ -90,10 +91,40 @@ def decode_metadata(text: str) -> dict[str, Any]:
     return {} if not text else dict(json.loads(text))
 
 
+T = TypeVar("T")
+
+
+class RowSequence(Sequence[T]):
+    """A sequence whose rows are made when read: a subclass gives ``__len__`` and ``_row(i)``
+    (``0 <= i < len``); indexing (negative too), bounds and slices (lists) are done here."""
+
+    _what = "row"
+
+    def _row(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._row(i) for i in range(*index.indices(len(self)))]
+        n = len(self)
+        i = int(index)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"{self._what} {index} is outside [0, {n})")
+        return self._row(i)
+
+
 # ----------------------------------------------------------------------------------- text
 
 
-class TextColumn(Sequence[str]):
+class TextColumn(RowSequence[str]):
     """``n`` strings: a UTF-8 ``blob`` (uint8) and ``n + 1`` int64 ``offsets``."""
 
     def __init__(self, offsets: npt.NDArray[Any], blob: npt.NDArray[Any]) -> None:
@@ -139,21 +170,7 @@ class TextColumn(Sequence[str]):
         """The UTF-8 bytes of string ``index`` (no bounds check beyond numpy's)."""
         return self.blob[int(self.offsets[index]) : int(self.offsets[index + 1])].tobytes()
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        i = int(index)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"row {index} is outside [0, {n})")
+    def _row(self, i: int) -> str:
         return self.blob[int(self.offsets[i]) : int(self.offsets[i + 1])].tobytes().decode("utf-8")
 
     def __iter__(self) -> Iterator[str]:
@@ -411,7 +428,7 @@ class RowIndex(Mapping[str, int]):
 _FIELDS = ("title", "text", "metadata")
 
 
-class DocumentColumns(Sequence[Document]):
+class DocumentColumns(RowSequence[Document]):
     """Documents sorted by id, as columns (see the module docstring). ``folder`` is where they
     were loaded from (None when built in memory)."""
 
@@ -481,20 +498,7 @@ class DocumentColumns(Sequence[Document]):
     def __len__(self) -> int:
         return len(self.ids)
 
-    @overload
-    def __getitem__(self, index: int) -> Document: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Document]: ...
-
-    def __getitem__(self, index: int | slice) -> Document | list[Document]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        i = int(index)
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"row {index} is outside [0, {len(self)})")
+    def _row(self, i: int) -> Document:
         return Document(
             id=self.ids[i],
             text=self.texts[i],

@@ -29,14 +29,21 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal
 from urllib.parse import quote
 
 import numpy as np
 import numpy.typing as npt
 
 from retrievers.params import Params, param
-from retrievers.store.columns import RowIndex, TextColumn, decode_metadata, encode_metadata, save_npy
+from retrievers.store.columns import (
+    RowIndex,
+    RowSequence,
+    TextColumn,
+    decode_metadata,
+    encode_metadata,
+    save_npy,
+)
 from retrievers.types import ContextNode
 
 __all__ = [
@@ -493,8 +500,10 @@ class ContextTree:
         return tree
 
 
-class NodeColumns(Sequence[ContextNode]):
+class NodeColumns(RowSequence[ContextNode]):
     """The nodes of a tree as columns: ``nodes[i]`` builds node ``i`` (metadata parsed then)."""
+
+    _what = "node"
 
     def __init__(self, texts: Mapping[str, TextColumn], level: npt.NDArray[Any], parents: IntArray) -> None:
         self._texts = texts
@@ -504,20 +513,7 @@ class NodeColumns(Sequence[ContextNode]):
     def __len__(self) -> int:
         return int(self._level.shape[0])
 
-    @overload
-    def __getitem__(self, index: int) -> ContextNode: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[ContextNode]: ...
-
-    def __getitem__(self, index: int | slice) -> ContextNode | list[ContextNode]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        i = int(index)
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"node {index} is outside [0, {len(self)})")
+    def _row(self, i: int) -> ContextNode:
         texts = self._texts
         parent = int(self._parents[i])
         level = int(self._level[i])
