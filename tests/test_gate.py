@@ -418,12 +418,41 @@ def test_gate_cli_reports_a_bad_file_with_exit_status_2(data_env: Path, tmp_path
 @pytest.mark.needs_data
 def test_committed_ci_baseline_is_consistent(data_env: Path) -> None:
     baseline = load_baseline(CI_BASELINE)
-    assert [check.dataset for check in baseline.checks] == ["adi", "medline", "cranfield", "scifact"]
+    assert [(check.name, check.dataset) for check in baseline.checks] == [
+        ("adi", "adi"),
+        ("medline", "medline"),
+        ("cranfield", "cranfield"),
+        ("scifact", "scifact"),
+        ("locomo-hybrid", "locomo"),
+        ("locomo-graph", "locomo"),
+        ("locomo-multi", "locomo"),
+        ("locomo-hier", "locomo"),
+    ]
     assert baseline.significance == SignificanceSettings(test="t-test", correction="holm", alpha=0.05)
     planned = plan_checks(baseline)  # composes every command, reads and checks every per-query file
+    gated: dict[str, set[str]] = {}  # retriever class -> gated retriever names
     for item in planned:
-        assert item.settings.embedder["_target_"] == "retrievers.embedders.TfidfEmbedder"  # no MiniLM in CI
-        assert item.check.latency is not None and item.check.latency.reference == "dense"
+        # no MiniLM (torch) in CI: TF-IDF on the BEIR datasets, static vectors on LoCoMo
+        embedder = "StaticEmbedder" if item.check.dataset == "locomo" else "TfidfEmbedder"
+        assert item.settings.embedder["_target_"] == f"retrievers.embedders.{embedder}"
+        if item.check.dataset != "locomo":
+            assert item.check.latency is not None and item.check.latency.reference == "dense"
+        targets = {spec.name: spec.target for spec in item.settings.retrievers}
+        for retriever in item.check.metrics:
+            gated.setdefault(targets[retriever], set()).add(retriever)
         assert item.stored is not None
         n_queries = {len(values) for by_metric in item.stored.values() for values in by_metric.values()}
         assert len(n_queries) == 1
+    # every retriever family is gated, with its seed-faithful preset and the tuned configuration
+    assert gated == {
+        "retrievers.baselines.BM25Retriever": {"bm25"},
+        "retrievers.baselines.DenseRetriever": {"dense"},
+        "retrievers.hybrid.HybridRetriever": {"hybrid_rrf", "oasis", "hybrid_tuned"},
+        "retrievers.graph.GraphRetriever": {"graph", "graph_oasis", "graph_walks"},
+        "retrievers.multi_strategy.MultiStrategyRetriever": {
+            "multi_strategy",
+            "memory_arc",
+            "multi_strategy_tuned",
+        },
+        "retrievers.hierarchical.HierarchicalRetriever": {"hier", "hier_leaves"},
+    }

@@ -332,7 +332,9 @@ class CheckResult:
         return self.kind == "latency"
 
     def line(self) -> str:
-        head = f"{self.status:<9}{self.check:<12}{self.retriever:<12}{self.what:<24}"
+        # a name longer than its column still ends in a space (multi_strategy_tuned, locomo-hybrid):
+        # lines split into fields on whitespace
+        head = f"{self.status:<9}{self.check:<11} {self.retriever:<11} {self.what:<24}"
         if self.is_latency:
             low, high = self.expected / (1 + self.tolerance), self.expected * (1 + self.tolerance)
             body = f"{self.observed:6.2f}x  expected {self.expected:.2f}x (ok in [{low:.2f}, {high:.2f}])"
