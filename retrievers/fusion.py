@@ -36,10 +36,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from retrievers.params import Params, param
 
 __all__ = [
     "NORMALIZATIONS",
@@ -347,6 +350,36 @@ def edge_neighbours(edges: Any, relations: Sequence[str]) -> tuple[IntArray, Int
         np.asarray(edges.dst)[wanted],
         np.asarray(edges.weight)[wanted],
     )
+
+
+@dataclass(frozen=True)
+class ContextParams(Params):
+    """The context term's parameters (:func:`context_fusion`), part of the parameters of the
+    retrievers that fuse with it (hybrid, multi-strategy)."""
+
+    context_weight: float = param(
+        0.0,
+        low=0.0,
+        high=100.0,
+        doc="after fusion, add this times the best neighbour's fused score (store edges of "
+        "context_relations, both ways; neighbours join the candidates); 0 = off",
+    )
+    context_relations: tuple[str, ...] = param(
+        ("sequence",), non_empty=True, unique=True, doc="edge relations whose ends are neighbours"
+    )
+
+
+def context_graph(edges: Any, params: ContextParams) -> tuple[IntArray, IntArray, FloatArray] | None:
+    """The neighbour graph the context term uses (:func:`edge_neighbours` of ``params``'s
+    relations), or None when ``context_weight`` is 0; ValueError when the store has no edges."""
+    if params.context_weight <= 0:
+        return None
+    if edges is None:
+        raise ValueError(
+            "context_weight > 0 needs a store with edges (store.edges, e.g. store=locomo_graph "
+            "for LoCoMo's sequence edges); this store has none"
+        )
+    return edge_neighbours(edges, params.context_relations)
 
 
 def context_fusion(

@@ -63,12 +63,13 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.fusion import (
+    ContextParams,
     Normalization,
     comb_mnz,
     comb_sum,
     context_fusion,
+    context_graph,
     convex_combination,
-    edge_neighbours,
     reciprocal_rank_fusion,
 )
 from retrievers.kernel import Candidates, Retriever, RetrieverParams
@@ -89,7 +90,7 @@ _EMPTY_HITS: LegHits = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int6
 
 
 @dataclass(frozen=True)
-class HybridParams(RetrieverParams):
+class HybridParams(ContextParams, RetrieverParams):
     """Query-time parameters of the hybrid retriever (the kernel's, see RetrieverParams, plus these)."""
 
     keyword_weight: float = param(
@@ -109,16 +110,6 @@ class HybridParams(RetrieverParams):
     )
     keyword_leg: Any = param(
         None, doc="null = the store's BM25 index; or a retriever whose results are this leg"
-    )
-    context_weight: float = param(
-        0.0,
-        low=0.0,
-        high=100.0,
-        doc="after fusion, add this times the best neighbour's fused score (store edges of "
-        "context_relations, both ways; neighbours join the candidates); 0 = off",
-    )
-    context_relations: tuple[str, ...] = param(
-        ("sequence",), non_empty=True, unique=True, doc="edge relations whose ends are neighbours"
     )
 
     def check(self) -> None:
@@ -162,19 +153,12 @@ class HybridRetriever(Retriever):
             for row in range(len(self.store) - 1, -1, -1):
                 first_chunk[int(self.store.parent_of[row])] = row
             self._first_chunk = first_chunk
-        self._context: tuple[Any, Any, Any] | None = None
-        if self.params.context_weight > 0:
-            if self.store.edges is None:
-                raise ValueError(
-                    "context_weight > 0 needs a store with edges (store.edges, e.g. store=locomo_graph "
-                    "for LoCoMo's sequence edges); this store has none"
-                )
-            if self._by_document:
-                raise ValueError(
-                    "context_weight > 0 works on the store's own legs over chunks; a retriever leg over "
-                    "a chunked store answers with documents"
-                )
-            self._context = edge_neighbours(self.store.edges, self.params.context_relations)
+        if self.params.context_weight > 0 and self._by_document:
+            raise ValueError(
+                "context_weight > 0 works on the store's own legs over chunks; a retriever leg over "
+                "a chunked store answers with documents"
+            )
+        self._context = context_graph(self.store.edges, self.params)
 
     def uses_embedder(self) -> bool:
         return bool(self.params.keyword_weight < 1) and self.params.vector_leg is None

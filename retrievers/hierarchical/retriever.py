@@ -46,7 +46,6 @@ from retrievers.store.tree import ContextTree
 __all__ = ["HierarchicalRetriever"]
 
 
-
 class HierarchicalRetriever(Retriever):
     """OpenViking's hierarchical retrieval over ``store.tree`` (see the module docstring)."""
 

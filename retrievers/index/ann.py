@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.vectors import ExactVectorIndex, Hits
+from retrievers.index.vectors import ExactVectorIndex, Hits, check_queries
 from retrievers.ranking import check_mask, check_positive_int
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ class FaissVectorIndex:
         at most ``min(k, allowed rows)``."""
         k = check_positive_int(k, "k")
         self.check_knobs(ef_search=ef_search, nprobe=nprobe)
-        query_matrix = self._check_queries(queries)
+        query_matrix = np.ascontiguousarray(check_queries(queries, self.dim))
         n_queries = query_matrix.shape[0]
         allowed = None if mask is None else check_mask(mask, self.size)
         n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
@@ -277,21 +277,6 @@ class FaissVectorIndex:
                 rows = rows[values >= kth - bands[i]]
             candidates.append(rows)
         return rescore(self.exact.vectors, query_matrix, candidates, length)
-
-    def _check_queries(self, queries: npt.ArrayLike) -> Float32Array:
-        array = np.asarray(queries)
-        if array.ndim == 1:
-            array = array[None, :]
-        if array.ndim != 2 or array.shape[1] != self.dim:
-            raise ValueError(
-                f"queries must have shape ({self.dim},) or (n_queries, {self.dim}), got {array.shape}"
-            )
-        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-            raise ValueError(f"queries must be real numbers, got dtype {array.dtype}")
-        matrix = np.ascontiguousarray(array, dtype=np.float32)
-        if not np.isfinite(matrix).all():
-            raise ValueError("queries contain NaN or infinite values; every value must be finite")
-        return matrix
 
     def _parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
         """faiss SearchParameters: the selector of allowed rows and this call's knob."""

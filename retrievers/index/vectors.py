@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from retrievers.ranking import check_mask, check_positive_int
 
-__all__ = ["ExactVectorIndex", "Hits"]
+__all__ = ["ExactVectorIndex", "Hits", "check_queries"]
 
 FloatArray = npt.NDArray[np.floating[Any]]
 Float32Array = npt.NDArray[np.float32]
@@ -95,19 +95,7 @@ class ExactVectorIndex:
         return self._vectors
 
     def _check_queries(self, queries: npt.ArrayLike) -> Float32Array:
-        array = np.asarray(queries)
-        if array.ndim == 1:
-            array = array[None, :]
-        if array.ndim != 2 or array.shape[1] != self.dim:
-            raise ValueError(
-                f"queries must have shape ({self.dim},) or (n_queries, {self.dim}), got {array.shape}"
-            )
-        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-            raise ValueError(f"queries must be real numbers, got dtype {array.dtype}")
-        array = np.asarray(array, dtype=np.float32)
-        if not np.isfinite(array).all():
-            raise ValueError("queries contain NaN or infinite values; every value must be finite")
-        return array
+        return check_queries(queries, self.dim)
 
     def _bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
@@ -264,3 +252,19 @@ class ExactVectorIndex:
             stop = min(start + chunk_size, self.size)
             out[start:stop] = self._vectors[start:stop] @ vector
         return out
+
+
+def check_queries(queries: npt.ArrayLike, dim: int) -> Float32Array:
+    """``queries`` as a float32 ``(n_queries, dim)`` matrix (one vector of ``dim`` is one
+    query), or ValueError: another shape, values that are not real numbers, NaN or infinity."""
+    array = np.asarray(queries)
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape[1] != dim:
+        raise ValueError(f"queries must have shape ({dim},) or (n_queries, {dim}), got {array.shape}")
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"queries must be real numbers, got dtype {array.dtype}")
+    array = np.asarray(array, dtype=np.float32)
+    if not np.isfinite(array).all():
+        raise ValueError("queries contain NaN or infinite values; every value must be finite")
+    return array

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from retrievers.fusion import ContextParams
 from retrievers.kernel import RetrieverParams
 from retrievers.multi_strategy.analysis import INTENTS, AnalyzerParams, Intent
 from retrievers.params import is_number, param
@@ -62,7 +63,7 @@ def parse_reference_time(value: str | float) -> float | None:
 
 
 @dataclass(frozen=True)
-class MultiStrategyParams(AnalyzerParams, RetrieverParams):
+class MultiStrategyParams(AnalyzerParams, ContextParams, RetrieverParams):
     """Query-time parameters of :class:`~retrievers.multi_strategy.MultiStrategyRetriever`: the
     kernel's (:class:`~retrievers.kernel.RetrieverParams`: filters, reranker, query_batch_size,
     ...), the analyser's (:class:`~retrievers.multi_strategy.analysis.AnalyzerParams`: rules,
@@ -126,16 +127,6 @@ class MultiStrategyParams(AnalyzerParams, RetrieverParams):
     )
     fulltext_scoring: Literal["bm25", "seed"] = param(
         "bm25", doc="fulltext: the store's BM25, or matches/keywords*0.6 + importance/10*0.4"
-    )
-    context_weight: float = param(
-        0.0,
-        low=0.0,
-        high=100.0,
-        doc="after fusion, add this times the best neighbour's fused score (store edges of "
-        "context_relations, both ways; neighbours join the candidates); 0 = off",
-    )
-    context_relations: tuple[str, ...] = param(
-        ("sequence",), non_empty=True, unique=True, doc="edge relations whose ends are neighbours"
     )
     timeout_seconds: float = param(
         10.0, low=0.0, high=3600.0, low_open=True, doc="per strategy and query of a block; over it: dropped"

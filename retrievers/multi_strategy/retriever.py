@@ -56,7 +56,7 @@ import numpy as np
 from retrievers.fusion import (
     consensus_fuse,
     context_fusion,
-    edge_neighbours,
+    context_graph,
     max_consensus_fuse,
     normalize_scores,
     reciprocal_rank_fusion,
@@ -122,14 +122,7 @@ class MultiStrategyRetriever(Retriever):
             "fulltext": lambda: FullTextStrategy(store, mask, scope, params.fulltext_scoring),
         }
         self.strategies: dict[str, Strategy] = {name: build[name]() for name in params.strategies}
-        self._context: Any = None
-        if params.context_weight > 0:
-            if store.edges is None:
-                raise ValueError(
-                    "context_weight > 0 needs a store with edges (store.edges, e.g. store=locomo_graph "
-                    "for LoCoMo's sequence edges); this store has none"
-                )
-            self._context = edge_neighbours(store.edges, params.context_relations)
+        self._context = context_graph(store.edges, params)
         # why the last encode_block of this thread gave no vectors (read by the search after it)
         self._encoding = threading.local()
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from viking_eval.report.html import _best, _e, _p, _page
+from viking_eval.report.html import _best, _e, _p, _page, provenance_meta
 
 if TYPE_CHECKING:
     from viking_eval.benchmark_table import BenchmarkTable
@@ -241,20 +241,12 @@ def _latency_table_html(table: BenchmarkTable) -> str:
 
 def benchmark_html(table: BenchmarkTable, environment: dict[str, Any]) -> str:
     """benchmark.html: self-contained, like report.html."""
-    git = environment.get("git") if isinstance(environment.get("git"), dict) else {}
-    sha = str((git or {}).get("sha") or "")
     meta = [
         f"{len(table.datasets)} datasets",
         f"{len(table.rows)} retrievers",
         f"wall {table.wall_seconds:.1f} s",
+        *provenance_meta(environment),
     ]
-    if sha:
-        meta.append(
-            f"git <code>{_e(sha[:12])}</code>"
-            + (" (uncommitted changes)" if (git or {}).get("dirty") else "")
-        )
-    if environment.get("time"):
-        meta.append(_e(environment["time"]))
     body = [
         f'<header><h1>{_e(table.name)} <span class="sub">benchmark: {_e(", ".join(table.datasets))}</span></h1>',
         f'<p class="meta">{" · ".join(meta)}</p></header>',

@@ -113,6 +113,22 @@ def _figure_html(uri: str, alt: str, caption: str) -> str:
     return f'<figure><img src="{uri}" alt="{_e(alt)}"><figcaption>{caption}</figcaption></figure>'
 
 
+def provenance_meta(environment: dict[str, Any]) -> list[str]:
+    """The header's provenance items (HTML): the git commit (and whether the tree was dirty) and
+    the time, from environment.json's values, where present."""
+    git = environment.get("git") if isinstance(environment.get("git"), dict) else {}
+    sha = str((git or {}).get("sha") or "")
+    items = []
+    if sha:
+        items.append(
+            f"git <code>{_e(sha[:12])}</code>"
+            + (" (uncommitted changes)" if (git or {}).get("dirty") else "")
+        )
+    if environment.get("time"):
+        items.append(_e(environment["time"]))
+    return items
+
+
 def _page(title: str, body: list[str]) -> str:
     return "\n".join(
         [
@@ -415,20 +431,12 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
     n_queries = summary.results[0].n_queries if summary.results else 0
     significance = summary.significance
     title = f"{settings.name}: {summary.dataset} ({summary.split})"
-    git = environment.get("git") if isinstance(environment.get("git"), dict) else {}
-    sha = str((git or {}).get("sha") or "")
     meta = [
         f"{n_queries} judged queries",
         f"run depth top_k {settings.run.top_k}",
         f"phase {_e(summary.phase)}",
+        *provenance_meta(environment),
     ]
-    if sha:
-        meta.append(
-            f"git <code>{_e(sha[:12])}</code>"
-            + (" (uncommitted changes)" if (git or {}).get("dirty") else "")
-        )
-    if environment.get("time"):
-        meta.append(_e(environment["time"]))
     body = [
         f'<header><h1>{_e(settings.name)} <span class="sub">{_e(summary.dataset)} ({_e(summary.split)})</span></h1>',
         f'<p class="meta">{" · ".join(meta)}</p>',
