@@ -42,8 +42,8 @@ class BM25Retriever(Retriever):
 
 @dataclass(frozen=True)
 class DenseParams(RetrieverParams):
-    """Dense search has no parameters beyond the kernel's (``ef_search``/``nprobe`` for an ANN
-    store among them)."""
+    """Dense search has no parameters beyond the kernel's (``ef_search``/``nprobe``/``refine_factor``
+    for an ANN store among them)."""
 
 
 class DenseRetriever(Retriever):

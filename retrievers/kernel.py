@@ -24,13 +24,15 @@ it before any top-k is taken.
 
 Vector search: families search the store's vector index through :meth:`Retriever.vector_search`
 (or :func:`search_vectors`), which passes the retriever's query-time ANN knobs (``ef_search``
-for an HNSW index, ``nprobe`` for IVF; None = the index's default) with the mask. A knob the
-store's index does not have is refused at construction; changing one never changes the store.
+for an HNSW index, ``nprobe`` for IVF, ``refine_factor`` for IVF-PQ; None = the index's default)
+with the mask. A knob the store's index does not have is refused at construction; changing one
+never changes the store.
 
 Every family's parameters are a :class:`RetrieverParams` subclass (:mod:`retrievers.params`):
 the kernel's own (``filters``, ``reranker``, ``rerank_depth``, ``rerank_timeout``,
-``query_batch_size``, ``ef_search``, ``nprobe``) plus the family's. A retriever is built as
-``Family(store, embedder, **params)`` or ``Family(store, embedder, params=Family.Params(...))``.
+``query_batch_size``, ``ef_search``, ``nprobe``, ``refine_factor``) plus the family's. A
+retriever is built as ``Family(store, embedder, **params)`` or
+``Family(store, embedder, params=Family.Params(...))``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import numpy.typing as npt
 
 from retrievers.filters import MetadataFilter, filter_mask
 from retrievers.index import FaissVectorIndex
+from retrievers.index.ann import KNOB_KINDS
 from retrievers.index.vectors import Hits
 from retrievers.params import ParamError, Params, param
 from retrievers.parents import resolve_parents, search_documents
@@ -125,6 +128,12 @@ class RetrieverParams(Params):
         high=1 << 20,
         doc="IVF lists probed by this retriever's vector searches (ivf_flat, ivf_pq); null = the index's",
     )
+    refine_factor: int | None = param(
+        None,
+        low=1,
+        high=1024,
+        doc="IVF-PQ candidates rescored exactly per result wanted (ivf_pq); null = 10",
+    )
 
     def check(self) -> None:
         if self.reranker is not None and not callable(getattr(self.reranker, "rerank", None)):
@@ -138,7 +147,7 @@ def check_vector_knobs(
 ) -> None:
     """ParamError unless every ANN knob set in ``params`` applies: the retriever searches vectors
     (``searches_vectors``) and the store's vector index has that knob, within its range."""
-    for name in ("ef_search", "nprobe"):
+    for name in ("ef_search", "nprobe", "refine_factor"):
         value = getattr(params, name)
         if value is None:
             continue
@@ -149,8 +158,7 @@ def check_vector_knobs(
             raise ParamError(
                 name,
                 f"{name}={value} applies to an approximate vector index "
-                f"(store.vector_index.kind={'hnsw' if name == 'ef_search' else 'ivf_flat or ivf_pq'}); "
-                "this store's vector index is exact",
+                f"(store.vector_index.kind={KNOB_KINDS[name]}); this store's vector index is exact",
             )
         try:
             index.check_knobs(**{name: value})
@@ -170,7 +178,14 @@ def search_vectors(
     restricted to ``mask``), with the knobs of ``params`` when the index is approximate."""
     index = store.vectors
     if isinstance(index, FaissVectorIndex):
-        return index.search(queries, k, mask=mask, ef_search=params.ef_search, nprobe=params.nprobe)
+        return index.search(
+            queries,
+            k,
+            mask=mask,
+            ef_search=params.ef_search,
+            nprobe=params.nprobe,
+            refine_factor=params.refine_factor,
+        )
     return index.search(queries, k, mask=mask)
 
 
@@ -297,7 +312,8 @@ class Retriever:
 
     def vector_search(self, vectors: np.ndarray, k: int) -> Hits:
         """The store's vector index searched within :attr:`mask`, with this retriever's ANN
-        knobs (``ef_search``, ``nprobe``): what families call instead of ``store.vectors.search``."""
+        knobs (``ef_search``, ``nprobe``, ``refine_factor``): what families call instead of
+        ``store.vectors.search``."""
         return search_vectors(self.store, vectors, k, mask=self.mask, params=self.params)
 
     @property

@@ -20,7 +20,7 @@ from retrievers import ContextStore, DenseRetriever, Document, StoreConfig, Tfid
 from retrievers.baselines import BM25Retriever
 from retrievers.hybrid import HybridRetriever
 from retrievers.index import ExactVectorIndex, FaissVectorIndex, VectorIndexError
-from retrievers.index.ann import EXACT_FRACTION, default_nlist, default_pq_m
+from retrievers.index.ann import DEFAULT_REFINE_FACTOR, EXACT_FRACTION, default_nlist, default_pq_m
 from retrievers.params import ParamError
 from retrievers.store.config import VectorIndexConfig
 from viking_eval.cache import clear_memo
@@ -140,9 +140,8 @@ def test_batch_equals_single_bit_for_bit(kind: str, indexes: dict[str, FaissVect
     index = indexes[kind]
     batch = index.search(queries, 10)
     assert _same(batch, [index.search(query, 10)[0] for query in queries])
-    knob = index.knob
-    if knob is not None:
-        value = {"ef_search": 8, "nprobe": 2}[knob]
+    for knob in index.knobs:
+        value = {"ef_search": 8, "nprobe": 2, "refine_factor": 5}[knob]
         batch = index.search(queries, 10, **{knob: value})
         assert _same(batch, [index.search(query, 10, **{knob: value})[0] for query in queries])
 
@@ -221,6 +220,15 @@ def test_knobs_change_the_search_and_are_checked(
     )
     assert _recall(ivf.search(queries, 10, nprobe=ivf.nlist), truth) == 1.0  # every list: exact
     assert hnsw.default_knobs() == {"ef_search": 64} and ivf.default_knobs() == {"nprobe": 16}
+    assert indexes["ivf_pq"].default_knobs() == {"nprobe": 16, "refine_factor": 10}
+    with pytest.raises(
+        ValueError,
+        match=r"refine_factor=4 applies to a store.vector_index.kind of ivf_pq; "
+        r"this store's vector index is ivf_flat \(its knobs: nprobe\)",
+    ):
+        ivf.search(queries, 10, refine_factor=4)
+    with pytest.raises(ValueError, match=r"refine_factor must be an integer >= 1, got 0"):
+        indexes["ivf_pq"].search(queries, 10, refine_factor=0)
     with pytest.raises(
         ValueError,
         match=r"nprobe=3 applies to a store.vector_index.kind of ivf_flat or ivf_pq; this store's vector index is hnsw",
@@ -232,6 +240,39 @@ def test_knobs_change_the_search_and_are_checked(
         ivf.search(queries, 10, nprobe=1000)
     with pytest.raises(ValueError, match="it has no query-time knob"):
         indexes["flat"].search(queries, 10, ef_search=3)
+
+
+def test_ivf_pq_rescores_refine_factor_times_k_candidates(exact: ExactVectorIndex, data: Any) -> None:
+    """Coarse codes (4 sub-vectors of 4 bits) rank badly; asking faiss for refine_factor x k
+    candidates and rescoring them exactly brings recall up, and with every list probed and as many
+    candidates as rows the results are exact search's, bit for bit."""
+    queries = data[1]
+    truth = exact.search(queries, 10)
+    coarse = FaissVectorIndex.build(exact, VectorIndexConfig(kind="ivf_pq", pq_m=4, pq_bits=4))
+    asked: list[int] = []
+    inner = coarse._index
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        def search(self, matrix: Any, k: int, **kwargs: Any) -> Any:
+            asked.append(k)
+            return inner.search(matrix, k, **kwargs)
+
+    coarse._index = Spy()
+    factors = (1, 2, DEFAULT_REFINE_FACTOR, 50)
+    recalls = [
+        _recall(coarse.search(queries, 10, nprobe=coarse.nlist, refine_factor=factor), truth)
+        for factor in factors
+    ]
+    assert list(dict.fromkeys(asked)) == [10 * factor for factor in factors]  # one query at a time
+    assert recalls == sorted(recalls) and recalls[0] < 0.8 and recalls[-1] > 0.99, recalls
+    default = coarse.search(queries, 10, nprobe=coarse.nlist)
+    assert asked[-1] == 10 * DEFAULT_REFINE_FACTOR and recalls[2] == _recall(default, truth)
+    assert 2 < DEFAULT_REFINE_FACTOR < 50
+    everything = coarse.search(queries, 10, nprobe=coarse.nlist, refine_factor=N_ROWS // 10)
+    assert asked[-1] == N_ROWS and _same(everything, truth)
 
 
 # --------------------------------------------------------------------------- build settings
@@ -451,6 +492,15 @@ def test_retriever_knobs_are_validated_and_refused_where_they_do_not_apply(
     DenseRetriever(ivf, embedder, nprobe=nlist)
     with pytest.raises(ParamError, match=f"nprobe={nlist + 1} exceeds the index's {nlist} IVF lists"):
         DenseRetriever(ivf, embedder, nprobe=nlist + 1)
+    with pytest.raises(ParamError, match=r"refine_factor=5 applies to a store.vector_index.kind of ivf_pq"):
+        DenseRetriever(ivf, embedder, refine_factor=5)
+    with pytest.raises(ParamError, match=r"refine_factor must be an integer in \[1, 1024\] or null, got 0"):
+        DenseRetriever(ivf, embedder, refine_factor=0)
+    with pytest.raises(
+        ParamError,
+        match=r"refine_factor=5 applies to an approximate vector index \(store.vector_index.kind=ivf_pq\)",
+    ):
+        DenseRetriever(exact, embedder, refine_factor=5)
 
 
 def test_retriever_knobs_reach_the_index(
@@ -460,11 +510,11 @@ def test_retriever_knobs_reach_the_index(
     from retrievers.graph import GraphRetriever
     from retrievers.multi_strategy import MultiStrategyRetriever
 
-    seen: list[tuple[int | None, int | None]] = []
+    seen: list[tuple[int | None, int | None, int | None]] = []
     original = FaissVectorIndex.search
 
     def spy(self: FaissVectorIndex, queries: Any, k: int, **kwargs: Any) -> Any:
-        seen.append((kwargs.get("ef_search"), kwargs.get("nprobe")))
+        seen.append((kwargs.get("ef_search"), kwargs.get("nprobe"), kwargs.get("refine_factor")))
         return original(self, queries, k, **kwargs)
 
     monkeypatch.setattr(FaissVectorIndex, "search", spy)
@@ -476,7 +526,19 @@ def test_retriever_knobs_reach_the_index(
     ):
         seen.clear()
         make().retrieve_batch(["apple banana", "kiwi"], 5)
-        assert seen and all(knobs == (77, None) for knobs in seen), make
+        assert seen and all(knobs == (77, None, None) for knobs in seen), make
+    with pytest.warns(UserWarning, match="training ivf_pq on 300 rows"):  # a tiny store: codes are coarse
+        pq_store = _store(embedder, "ivf_pq", pq_m=8, pq_bits=4)
+    pq = {"nprobe": 3, "refine_factor": 7}
+    for make in (
+        lambda: DenseRetriever(pq_store, embedder, **pq),
+        lambda: HybridRetriever(pq_store, embedder, **pq),
+        lambda: GraphRetriever(pq_store, embedder, **pq),
+        lambda: MultiStrategyRetriever(pq_store, embedder, strategies=["semantic"], **pq),
+    ):
+        seen.clear()
+        make().retrieve_batch(["apple banana", "kiwi"], 5)
+        assert seen and all(knobs == (None, 3, 7) for knobs in seen), make
 
 
 def test_a_hierarchical_retriever_searches_leaves_through_the_index(

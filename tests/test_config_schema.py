@@ -206,7 +206,7 @@ def test_harness_and_store_values_are_typed_before_any_data(override: str, line:
         (["+store.hierarchy.depth=3", "store=kmeans_tree"], None),
         (
             ["+retrievers.dense.bogus=1"],
-            "retrievers.dense.bogus: unknown key; retrievers.dense has: filters, reranker, rerank_depth, rerank_timeout, query_batch_size, ef_search, nprobe",
+            "retrievers.dense.bogus: unknown key; retrievers.dense has: filters, reranker, rerank_depth, rerank_timeout, query_batch_size, ef_search, nprobe, refine_factor",
         ),
         (["+embedder.pooling=mean"], None),
         (

@@ -92,7 +92,7 @@ def test_every_hparams_search_config_validates(study: str) -> None:
     [
         (
             "+retrievers.dense.bogus=1",
-            r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \[.*'query_batch_size', 'ef_search', 'nprobe'\]",
+            r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \[.*'query_batch_size', 'ef_search', 'nprobe', 'refine_factor'\]",
         ),
         ("retrievers.dense.query_batch_size=0", r"query_batch_size must be an integer in \[1, 65536\]"),
         ("run.top_k=0", r"run.top_k: must be an integer in \[1, 10000\], got 0"),

@@ -256,3 +256,27 @@ def test_an_unreadable_marker_is_rerun_and_named(
     assert "not valid JSON" in _reruns(caplog)[0]
     assert second.metrics() == first.metrics()
     assert json.loads(marker.read_text())["result"]["name"] == "dense"
+
+
+@pytest.mark.needs_data
+def test_a_search_default_the_code_sets_is_part_of_the_key(
+    adi: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """IVF-PQ's default refine_factor is not saved in the store: a result made with another
+    default must be rerun, not reused (same store, same config). Like any store part, it
+    reruns every retriever of the run."""
+    from retrievers.index import ann
+
+    out = tmp_path / "run"
+    pq = ["store.vector_index.kind=ivf_pq", "store.vector_index.pq_bits=4", "store.vector_index.nlist=2"]
+    settings = _settings(adi, *pq)
+    with pytest.warns(UserWarning):  # faiss's k-means warns about a training set this small
+        run_experiment(settings, out)
+    caplog.set_level(logging.INFO, logger=RUNNER_LOG)
+    run_experiment(settings, out)
+    assert len(_resumed(caplog)) == 2 and _reruns(caplog) == []
+    monkeypatch.setattr(ann, "DEFAULT_REFINE_FACTOR", 3)
+    caplog.clear()
+    run_experiment(settings, out)
+    reason = "store.search_defaults.refine_factor changed (10 -> 3)"
+    assert _reruns(caplog) == [f"rerunning bm25: {reason}", f"rerunning dense: {reason}"]

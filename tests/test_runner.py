@@ -223,7 +223,17 @@ def test_pareto_front_by_hand() -> None:
 
 HARNESS = REPO / "viking_eval"
 # result model -> run folder -> runner; the reports and the gate read results and run folders
-LOWER_THAN_RUNNER = ["results", "run_folder", "report", "gate", "baseline", "io", "metrics", "significance", "latency"]
+LOWER_THAN_RUNNER = [
+    "results",
+    "run_folder",
+    "report",
+    "gate",
+    "baseline",
+    "io",
+    "metrics",
+    "significance",
+    "latency",
+]
 
 
 def _imports(path: Path, *, top_level_only: bool, type_checking: bool = False) -> set[str]:

@@ -7,7 +7,7 @@ vector leg, graph, multi-strategy with the semantic strategy, hierarchical) gets
     ann_recall@c = mean over queries of |ANN[:c] ∩ exact[:c]| / |exact[:c]|     c = 10 and run.top_k
 
 ANN is the store's index searched the way the retriever searches it, at the depth the harness
-asks retrievers for (``run.top_k``): with the retriever's own ``ef_search`` / ``nprobe``, scope
+asks retrievers for (``run.top_k``): with the retriever's own ``ef_search`` / ``nprobe`` / ``refine_factor``, scope
 and filters (:meth:`Retriever.vector_search`). exact is :class:`~retrievers.index.ExactVectorIndex`
 over the same embeddings and mask, at the same depth. Both use the query vectors the retriever
 searched with (the embedding cache holds them, so nothing is encoded twice). Queries with
@@ -20,7 +20,7 @@ at the run's depth. It is not the recall of the final ranking: nDCG beside it sa
 misses cost.
 
 The values go into the retriever's metrics (``metrics.json``, ``metrics.csv``, the summary
-table, ``sweep.csv``: a sweep over ``ef_search`` or ``nprobe`` then plots ann_recall@10 against
+table, ``sweep.csv``: a sweep over ``ef_search``, ``nprobe`` or ``refine_factor`` then plots ann_recall@10 against
 latency);
 ``vector_search`` of the result says which index and knobs produced it, and the report's Store
 section says the search was approximate. Nothing is added for an exact store.

@@ -35,6 +35,7 @@ from typing import Any
 
 from hydra.utils import get_class, instantiate
 
+from retrievers.index.ann import code_default_knobs
 from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import gate, run_folder
@@ -424,6 +425,7 @@ def resume_key(
     """Everything a retriever's result depends on, by part (see ``results.ResumeKey``)."""
     query_ids = list(dataset.queries)
     inputs = input_files(spec.target, spec.params)  # e.g. a run file: its sha256
+    defaults = code_default_knobs(settings.store.vector_index.kind)
     return ResumeKey(
         {
             **({"inputs": inputs} if inputs else {}),
@@ -440,7 +442,12 @@ def resume_key(
             "retriever": {"target": spec.target, "params": spec.params},
             "algorithm": algorithm_versions(spec),
             "embedder": {"config": settings.embedder, "name": embedder.name},
-            "store": {"settings": settings.store.to_dict(), "content_key": store_key},
+            "store": {
+                "settings": settings.store.to_dict(),
+                "content_key": store_key,
+                # defaults the code sets, not the store (none for exact, HNSW, IVF-Flat)
+                **({"search_defaults": defaults} if defaults else {}),
+            },
             "run": {
                 "top_k": settings.run.top_k,
                 "batch_size": settings.run.batch_size,

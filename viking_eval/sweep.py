@@ -153,7 +153,8 @@ def write_sweep_summary(sweep_dir: Path, identity: str | None = None) -> Path | 
     )
     swept = [key for key in override_keys if len({row.get(key) for row in rows}) > 1]
     plots = sweep_plots(sweep_dir, rows, swept, metric_keys[0]) if swept and metric_keys else []
-    if swept and ann_quality.METRIC in metric_keys[1:]:  # ANN recall against latency too (ef_search, nprobe)
+    # ANN recall against latency too (ef_search, nprobe, refine_factor)
+    if swept and ann_quality.METRIC in metric_keys[1:]:
         plots += sweep_plots(sweep_dir, rows, swept, ann_quality.METRIC)
     links = "\n".join(f"![{path.stem}]({path.name})" for path in plots)
     io.write_text(sweep_dir / "sweep.md", f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n\n{links}\n")

@@ -85,8 +85,9 @@ class VectorIndexConfig(Params):
     (``IndexHNSWFlat``: ``hnsw_m`` links per node, ``ef_construction``), ``ivf_flat`` and
     ``ivf_pq`` (``nlist`` k-means lists trained on ``train_size`` rows sampled with ``seed``;
     IVF-PQ stores ``pq_m`` codes of ``pq_bits`` bits per vector). Query-time knobs (HNSW
-    ``efSearch``, IVF ``nprobe``) are retriever parameters (``ef_search``, ``nprobe``): changing
-    them never rebuilds the store."""
+    ``efSearch``, IVF ``nprobe``, IVF-PQ's candidates rescored per result) are retriever
+    parameters (``ef_search``, ``nprobe``, ``refine_factor``): changing them never rebuilds the
+    store."""
 
     SECTION = "store.vector_index"
 

@@ -1,6 +1,6 @@
 """The semantic strategy: dense search over the store's embeddings (cosine on L2-normalised
-vectors) through the store's vector index (exact, or ANN with the retriever's ``ef_search`` /
-``nprobe``), restricted to the retriever's mask. Never filtered by the intent."""
+vectors) through the store's vector index (exact, or ANN with the retriever's knobs:
+``ef_search``, ``nprobe``, ``refine_factor``), restricted to the retriever's mask. Never filtered by the intent."""
 
 from __future__ import annotations
 
