@@ -20,13 +20,15 @@ from typing import Any
 
 from hydra.utils import get_class
 
+from retrievers.params import ParamError
 from retrievers.types import Embedder
 from viking_eval.cache import file_sha256
 from viking_eval.config import instantiate_objects
+from viking_eval.config.errors import from_library_error
 from viking_eval.config.settings import is_retriever_config
 from viking_eval.data import BeirDataset, load_queries
 
-__all__ = ["build_params", "dataset_queries", "input_files", "wants_queries"]
+__all__ = ["build_params", "build_retriever", "dataset_queries", "input_files", "wants_queries"]
 
 
 def dataset_queries(dataset: BeirDataset) -> dict[str, str]:
@@ -67,16 +69,30 @@ def build_params(
         if is_retriever_config(value):
             inner_cls = get_class(value["_target_"])
             inner = instantiate_objects({k: v for k, v in value.items() if k != "_target_"}, f"{where}.{key}")
-            built[key] = inner_cls(
-                store,
-                embedder=embedder,
-                **build_params(inner_cls, inner, store, embedder, queries, f"{where}.{key}"),
-            )
+            built[key] = build_retriever(inner_cls, inner, store, embedder, queries, f"{where}.{key}")
         else:
             built[key] = value
     if getattr(cls, "wants_queries", False) and built.get("queries") is None and queries is not None:
         built["queries"] = dict(queries)
     return built
+
+
+def build_retriever(
+    cls: type,
+    params: Mapping[str, Any],
+    store: Any,
+    embedder: Embedder | None,
+    queries: Mapping[str, str] | None,
+    where: str = "retrievers",
+) -> Any:
+    """``cls`` built over ``store`` with ``params`` (see :func:`build_params`). A parameter the
+    constructor refuses for this store (a ``ParamError``: e.g. an ANN knob on an exact store) is a
+    ConfigError naming ``<where>.<key>``, like the checks made before any data is read."""
+    built = build_params(cls, params, store, embedder, queries, where)
+    try:
+        return cls(store, embedder=embedder, **built)
+    except ParamError as error:
+        raise from_library_error(where, error) from None
 
 
 def input_files(target: str, params: Mapping[str, Any]) -> dict[str, str]:

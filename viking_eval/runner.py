@@ -49,7 +49,7 @@ from viking_eval.metrics import evaluate
 from viking_eval.progress import progress_bar, progress_shown
 from viking_eval.report import summary_table
 from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
-from viking_eval.retriever_inputs import build_params, dataset_queries, input_files, wants_queries
+from viking_eval.retriever_inputs import build_retriever, dataset_queries, input_files, wants_queries
 from viking_eval.significance import compare_with_baseline
 from viking_eval.splits import Phase, load_for_phase
 
@@ -274,8 +274,9 @@ def run_retriever(
     queries = dataset_queries(dataset) if wants_queries(cls, params) else None
 
     def make(with_embedder: Embedder, scope: Hashable) -> Retriever:
-        built = build_params(cls, params, store_for(scope), with_embedder, queries, f"retrievers.{spec.name}")
-        retriever: Retriever = cls(store_for(scope), embedder=with_embedder, **built)
+        retriever: Retriever = build_retriever(
+            cls, params, store_for(scope), with_embedder, queries, f"retrievers.{spec.name}"
+        )
         return retriever
 
     return evaluate_retriever(

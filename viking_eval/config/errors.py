@@ -54,7 +54,11 @@ def from_library_error(where: str, error: Exception, cls: type | None = None) ->
     if isinstance(error, ParamError) and error.key:
         root = where.split(".", 1)[0]
         key = error.key if error.key == root or error.key.startswith(f"{root}.") else _join(where, error.key)
-        detail = message[len(error.key) :].lstrip(" :") if message.startswith(error.key) else message
+        rest = message[len(error.key) :]
+        # "k1 must be ..." -> "must be ..."; "nprobe=5 applies to ..." is kept whole
+        detail = (
+            rest.lstrip(" :") if message.startswith(error.key) and rest[:1] in ("", " ", ":") else message
+        )
         if where and message.startswith(f"{where}."):  # a section's own prefix: say it once
             message = message[len(where) + 1 :]
         return ConfigError(where, message, key=key, detail=detail)
