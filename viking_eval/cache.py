@@ -36,6 +36,7 @@ import numpy as np
 from filelock import FileLock
 
 from retrievers.types import Embedder, EncodeKind
+from viking_eval.io import sha256_file
 from viking_eval.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -65,14 +66,6 @@ def content_key(parts: Iterable[str | bytes]) -> str:
 def texts_key(texts: Sequence[str]) -> str:
     """Fingerprint of an ordered list of texts."""
     return content_key(texts)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class CorruptCacheEntry(RuntimeError):
@@ -291,7 +284,7 @@ def memo_put(key: str, value: Any) -> None:
 
 def _write_manifest(folder: Path, kind: str, key: str) -> None:
     files = {
-        str(path.relative_to(folder)): file_sha256(path)
+        str(path.relative_to(folder)): sha256_file(path)
         for path in sorted(folder.rglob("*"))
         if path.is_file() and path.name != MANIFEST
     }
@@ -312,7 +305,7 @@ def verify_manifest(folder: Path) -> None:
         path = folder / name
         if not path.is_file():
             raise CorruptCacheEntry(f"missing file {path}")
-        actual = file_sha256(path)
+        actual = sha256_file(path)
         if actual != expected:
             raise CorruptCacheEntry(f"checksum mismatch for {path}: {actual} != {expected}")
 

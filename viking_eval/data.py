@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from retrievers.types import Document
+from viking_eval.io import sha256_file
 
 __all__ = [
     "CHECKSUMS_FILE",
@@ -61,6 +62,7 @@ __all__ = [
     "DatasetNotFound",
     "Query",
     "data_home",
+    "data_issues",
     "data_search_path",
     "id_problem",
     "load_beir",
@@ -72,6 +74,9 @@ __all__ = [
     "read_jsonl",
     "record_checksums",
     "resolve_dataset",
+    "strict_mode_problems",
+    "unknown_judgments",
+    "warn_dropped_judgments",
 ]
 
 DATA_ENV = "VIKING_EVAL_DATA"
@@ -616,14 +621,6 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read_checksums(folder: Path) -> dict[str, str] | None:
     """The ``files`` map (relative path -> sha256) of ``folder/CHECKSUMS.json``, or ``None`` when
     the folder has none. A file that is not valid, or names a path outside the folder, is a
@@ -655,7 +652,7 @@ def record_checksums(folder: Path, **info: Any) -> dict[str, str]:
     file is written next to the data and renamed into place, so it is never half-written."""
     folder = Path(folder)
     files = {
-        path.relative_to(folder).as_posix(): _sha256_file(path)
+        path.relative_to(folder).as_posix(): sha256_file(path)
         for path in sorted(folder.rglob("*"))
         if path.is_file() and path.relative_to(folder).as_posix() != CHECKSUMS_FILE
     }
@@ -690,7 +687,7 @@ def _verify_checksums(folder: Path, read: Mapping[str, str]) -> tuple[str, ...]:
                     f"listed in {checksums} but missing; download the dataset again "
                     f"(or delete {CHECKSUMS_FILE} if the removal is intended)",
                 )
-            actual = _sha256_file(path)
+            actual = sha256_file(path)
         if actual != expected:
             raise _error(
                 path,
@@ -707,6 +704,84 @@ def _verify_checksums(folder: Path, read: Mapping[str, str]) -> tuple[str, ...]:
 def _examples(items: list[str]) -> str:
     shown = ", ".join(repr(item) for item in items[:_EXAMPLES])
     return shown + (", ..." if len(items) > _EXAMPLES else "")
+
+
+def unknown_judgments(
+    judged: Mapping[str, Mapping[str, int]], queries: Mapping[str, Any], corpus: Mapping[str, Any]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The ``(query, doc)`` judgments naming a query not in ``queries``, and those naming a known
+    query but a document not in ``corpus``."""
+    unknown_query_rows = [(q, d) for q, docs in judged.items() if q not in queries for d in docs]
+    unknown_doc_rows = [(q, d) for q, docs in judged.items() if q in queries for d in docs if d not in corpus]
+    return unknown_query_rows, unknown_doc_rows
+
+
+def strict_mode_problems(
+    unknown_query_rows: list[tuple[str, str]],
+    unknown_doc_rows: list[tuple[str, str]],
+    position: Mapping[tuple[str, str], int],
+    unit: str,
+    queries_name: str,
+    corpus_name: str,
+) -> tuple[str, int]:
+    """Strict mode's refusal of :func:`unknown_judgments`: what is wrong, with the first such
+    judgment of each kind (``position``: its ``unit``, a line or a record), and the first
+    position of all."""
+    problems = []
+    if unknown_query_rows:
+        q, _ = row = min(unknown_query_rows, key=lambda row: position[row])
+        problems.append(
+            f"{len(unknown_query_rows)} judgment(s) name query ids not in {queries_name} "
+            f"(first: {unit} {position[row]}, query {q!r})"
+        )
+    if unknown_doc_rows:
+        _, d = row = min(unknown_doc_rows, key=lambda row: position[row])
+        problems.append(
+            f"{len(unknown_doc_rows)} judgment(s) name doc ids not in {corpus_name} "
+            f"(first: {unit} {position[row]}, doc {d!r})"
+        )
+    first = min(position[row] for row in unknown_query_rows + unknown_doc_rows)
+    return "; ".join(problems), first
+
+
+def warn_dropped_judgments(
+    where: str, unknown_doc_rows: list[tuple[str, str]], unknown_query_rows: list[tuple[str, str]]
+) -> None:
+    """A ``DataWarning`` from ``where`` (the qrels' file or source) counting the judgments dropped
+    because they name an unknown document or query, ``(query, doc)`` rows, with examples; nothing
+    when none were. Warned at the loader's caller."""
+    if not unknown_query_rows and not unknown_doc_rows:
+        return
+    parts = []
+    if unknown_doc_rows:
+        parts.append(
+            f"{len(unknown_doc_rows)} naming unknown documents ({_examples(sorted({d for _, d in unknown_doc_rows}))})"
+        )
+    if unknown_query_rows:
+        parts.append(
+            f"{len(unknown_query_rows)} naming unknown queries ({_examples(sorted({q for q, _ in unknown_query_rows}))})"
+        )
+    warnings.warn(
+        f"{where}: dropped judgments: {'; '.join(parts)}. Use strict=True to make this an error.",
+        DataWarning,
+        stacklevel=3,
+    )
+
+
+def data_issues(
+    corpus: Mapping[str, Document],
+    n_queries_read: int,
+    n_queries_kept: int,
+    unknown_doc_rows: list[tuple[str, str]],
+    unknown_query_rows: list[tuple[str, str]],
+) -> DataIssues:
+    """What a loader counted and dropped (see :class:`DataIssues`)."""
+    return DataIssues(
+        qrels_unknown_docs=len(unknown_doc_rows),
+        qrels_unknown_queries=len(unknown_query_rows),
+        empty_documents=sum(1 for doc in corpus.values() if not doc.title.strip() and not doc.text.strip()),
+        unjudged_queries=n_queries_read - n_queries_kept,
+    )
 
 
 def load_beir(
@@ -755,26 +830,12 @@ def load_beir(
     all_queries = _parse_queries(queries_path, raw[queries_path])
     judged, lines = _parse_qrels(qrels_path, raw[qrels_path])
 
-    unknown_query_rows = [(q, d) for q, docs in judged.items() if q not in all_queries for d in docs]
-    unknown_doc_rows = [
-        (q, d) for q, docs in judged.items() if q in all_queries for d in docs if d not in corpus
-    ]
+    unknown_query_rows, unknown_doc_rows = unknown_judgments(judged, all_queries, corpus)
     if strict and (unknown_query_rows or unknown_doc_rows):
-        problems = []
-        if unknown_query_rows:
-            q, d = min(unknown_query_rows, key=lambda row: lines[row])
-            problems.append(
-                f"{len(unknown_query_rows)} judgment(s) name query ids not in {queries_path.name} "
-                f"(first: line {lines[(q, d)]}, query {q!r})"
-            )
-        if unknown_doc_rows:
-            q, d = min(unknown_doc_rows, key=lambda row: lines[row])
-            problems.append(
-                f"{len(unknown_doc_rows)} judgment(s) name doc ids not in {corpus_path.name} "
-                f"(first: line {lines[(q, d)]}, doc {d!r})"
-            )
-        first = min(lines[row] for row in unknown_query_rows + unknown_doc_rows)
-        raise _error(qrels_path, "strict mode: " + "; ".join(problems), first)
+        what, first = strict_mode_problems(
+            unknown_query_rows, unknown_doc_rows, lines, "line", queries_path.name, corpus_path.name
+        )
+        raise _error(qrels_path, "strict mode: " + what, first)
 
     qrels: dict[str, dict[str, int]] = {}
     for query_id in all_queries:
@@ -783,30 +844,8 @@ def load_beir(
             qrels[query_id] = kept
     queries = {query_id: all_queries[query_id] for query_id in qrels}
 
-    if unknown_query_rows or unknown_doc_rows:
-        parts = []
-        if unknown_doc_rows:
-            parts.append(
-                f"{len(unknown_doc_rows)} naming unknown documents "
-                f"({_examples(sorted({d for _, d in unknown_doc_rows}))})"
-            )
-        if unknown_query_rows:
-            parts.append(
-                f"{len(unknown_query_rows)} naming unknown queries "
-                f"({_examples(sorted({q for q, _ in unknown_query_rows}))})"
-            )
-        warnings.warn(
-            f"{qrels_path}: dropped judgments: {'; '.join(parts)}. Use strict=True to make this an error.",
-            DataWarning,
-            stacklevel=2,
-        )
-
-    issues = DataIssues(
-        qrels_unknown_docs=len(unknown_doc_rows),
-        qrels_unknown_queries=len(unknown_query_rows),
-        empty_documents=sum(1 for doc in corpus.values() if not doc.title.strip() and not doc.text.strip()),
-        unjudged_queries=len(all_queries) - len(queries),
-    )
+    warn_dropped_judgments(str(qrels_path), unknown_doc_rows, unknown_query_rows)
+    issues = data_issues(corpus, len(all_queries), len(queries), unknown_doc_rows, unknown_query_rows)
     return BeirDataset(
         name=name if name is not None else folder.resolve().name,
         split=split,

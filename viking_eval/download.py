@@ -67,6 +67,7 @@ from viking_eval.data import (
     record_checksums,
     resolve_dataset,
 )
+from viking_eval.io import sha256_file
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -352,14 +353,6 @@ def _content_root(extracted: Path) -> Path:
 # --------------------------------------------------------------------------- download
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _stream(url: str, sink: Path, desc: str, announce: str | None = None) -> str:
     """Write the body of ``url`` to ``sink``; return its sha256. ``announce`` is printed to
     stderr once the server answers (so that an offline machine sees only the error)."""
@@ -395,7 +388,7 @@ def _check_files(root: Path, expected: Mapping[str, str], name: str) -> None:
             raise DataError(
                 f"{name}/{rel}: listed in the registry (datasets.{name}.files) but not in the archive"
             )
-        actual = _sha256_file(path)
+        actual = sha256_file(path)
         if actual != digest:
             raise DataError(
                 f"{name}/{rel}: sha256 mismatch: expected {digest} (registry datasets.{name}.files), got {actual}"

@@ -1,4 +1,5 @@
-"""Atomic file writes: a finished file is either absent or complete, never half-written.
+"""Files: atomic writes (a finished file is either absent or complete, never half-written) and
+the sha256 of a file's bytes.
 
 Everything the harness writes goes through here: write to a temporary file in the same folder,
 flush and fsync, then ``os.replace`` onto the final name (atomic on POSIX).
@@ -11,6 +12,7 @@ a team sharing a reports folder); ``O_EXCL`` and a random name keep the creation
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -19,6 +21,16 @@ from pathlib import Path
 from typing import Any
 
 FILE_MODE = 0o666  # the kernel removes the umask's bits at creation
+_BLOCK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of the file's bytes, read a block at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _create_temp(folder: Path, name: str) -> Path:

@@ -61,13 +61,21 @@ import logging
 import math
 import os
 import re
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from retrievers.types import Document
-from viking_eval.data import BeirDataset, DataError, DataIssues, DataWarning, Query, id_problem
+from viking_eval.data import (
+    BeirDataset,
+    DataError,
+    Query,
+    data_issues,
+    id_problem,
+    strict_mode_problems,
+    unknown_judgments,
+    warn_dropped_judgments,
+)
 
 __all__ = [
     "IRDS_PREFIX",
@@ -95,7 +103,6 @@ QUERY_FIELDS = ("text", "title", "query")
 DEFAULT_SPLIT = "test"
 """The harness's default ``dataset.split``; also the label of an id that is a whole collection."""
 
-_EXAMPLES = 3
 _SUGGESTIONS = 6
 _LOGGER = "ir_datasets"  # every ir_datasets module logs through this one logger (ir_datasets.log.easy)
 _DROP = object()  # a metadata value left out (bytes)
@@ -544,11 +551,6 @@ def _offline_error(where: str, failures: list[tuple[Any, BaseException]]) -> Dat
 # --------------------------------------------------------------------------- loading
 
 
-def _examples(items: list[str]) -> str:
-    shown = ", ".join(repr(item) for item in items[:_EXAMPLES])
-    return shown + (", ..." if len(items) > _EXAMPLES else "")
-
-
 def load_irds(
     dataset_id: str,
     split: str | None = None,
@@ -697,26 +699,12 @@ def load_irds(
                 path=Path(where),
             ) from None
 
-    unknown_query_rows = [(q, d) for q, docs in judged.items() if q not in all_queries for d in docs]
-    unknown_doc_rows = [
-        (q, d) for q, docs in judged.items() if q in all_queries for d in docs if d not in corpus
-    ]
+    unknown_query_rows, unknown_doc_rows = unknown_judgments(judged, all_queries, corpus)
     if strict and (unknown_query_rows or unknown_doc_rows):
-        problems = []
-        if unknown_query_rows:
-            q, d = min(unknown_query_rows, key=lambda row: record_of[row])
-            problems.append(
-                f"{len(unknown_query_rows)} judgment(s) name query ids not in its queries "
-                f"(first: record {record_of[(q, d)]}, query {q!r})"
-            )
-        if unknown_doc_rows:
-            q, d = min(unknown_doc_rows, key=lambda row: record_of[row])
-            problems.append(
-                f"{len(unknown_doc_rows)} judgment(s) name doc ids not in its docs "
-                f"(first: record {record_of[(q, d)]}, doc {d!r})"
-            )
-        first = min(record_of[row] for row in unknown_query_rows + unknown_doc_rows)
-        raise DataError(f"{where}: qrels: strict mode: {'; '.join(problems)}", path=Path(where), line=first)
+        what, first = strict_mode_problems(
+            unknown_query_rows, unknown_doc_rows, record_of, "record", "its queries", "its docs"
+        )
+        raise DataError(f"{where}: qrels: strict mode: {what}", path=Path(where), line=first)
 
     qrels: dict[str, dict[str, int]] = {}
     for query_id, query in all_queries.items():
@@ -734,30 +722,8 @@ def load_irds(
         qrels[query_id] = kept
     queries = {query_id: all_queries[query_id] for query_id in qrels}
 
-    if unknown_query_rows or unknown_doc_rows:
-        parts = []
-        if unknown_doc_rows:
-            parts.append(
-                f"{len(unknown_doc_rows)} naming unknown documents "
-                f"({_examples(sorted({d for _, d in unknown_doc_rows}))})"
-            )
-        if unknown_query_rows:
-            parts.append(
-                f"{len(unknown_query_rows)} naming unknown queries "
-                f"({_examples(sorted({q for q, _ in unknown_query_rows}))})"
-            )
-        warnings.warn(
-            f"{where}: qrels: dropped judgments: {'; '.join(parts)}. Use strict=True to make this an error.",
-            DataWarning,
-            stacklevel=2,
-        )
-
-    issues = DataIssues(
-        qrels_unknown_docs=len(unknown_doc_rows),
-        qrels_unknown_queries=len(unknown_query_rows),
-        empty_documents=sum(1 for doc in corpus.values() if not doc.title.strip() and not doc.text.strip()),
-        unjudged_queries=len(all_queries) - len(queries),
-    )
+    warn_dropped_judgments(f"{where}: qrels", unknown_doc_rows, unknown_query_rows)
+    issues = data_issues(corpus, len(all_queries), len(queries), unknown_doc_rows, unknown_query_rows)
     return BeirDataset(
         name=where,
         split=label,

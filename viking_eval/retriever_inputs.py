@@ -22,11 +22,11 @@ from hydra.utils import get_class
 
 from retrievers.params import ParamError
 from retrievers.types import Embedder
-from viking_eval.cache import file_sha256
 from viking_eval.config import instantiate_objects
 from viking_eval.config.errors import from_library_error
 from viking_eval.config.settings import is_retriever_config
 from viking_eval.data import BeirDataset, load_queries
+from viking_eval.io import sha256_file
 
 __all__ = ["build_params", "build_retriever", "dataset_queries", "input_files", "wants_queries"]
 
@@ -103,7 +103,7 @@ def input_files(target: str, params: Mapping[str, Any]) -> dict[str, str]:
     lister = getattr(get_class(target), "input_files", None)
     for path in lister(params) if callable(lister) else []:
         file = Path(path)
-        files[str(path)] = file_sha256(file) if file.is_file() else "missing"
+        files[str(path)] = sha256_file(file) if file.is_file() else "missing"
     for value in params.values():
         if is_retriever_config(value):
             files.update(input_files(value["_target_"], value))

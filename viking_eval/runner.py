@@ -40,10 +40,11 @@ from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import gate, run_folder
 from viking_eval.ann_quality import AnnQuality, describe_index
-from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, file_sha256, memo_get, memo_put
+from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
+from viking_eval.io import sha256_file
 from viking_eval.latency import measure_latency
 from viking_eval.metrics import evaluate
 from viking_eval.progress import progress_bar, progress_shown
@@ -117,7 +118,7 @@ class StoreLoader:
                 # files a store component reads besides the corpus (e.g. tree summaries); none
                 # for most stores, which keeps their keys as they were
                 *(
-                    f"{path.name}:{file_sha256(path)}"
+                    f"{path.name}:{sha256_file(path)}"
                     for path in settings.store.input_files(dataset.folder)
                     if path.is_file()
                 ),

@@ -23,13 +23,13 @@ from typing import Any
 
 import yaml
 
-from viking_eval.convert._common import sha256_file
 from viking_eval.convert._staging import clean_stale, install, occupied
 from viking_eval.convert.classic import convert_classic
 from viking_eval.convert.cosqa import CODE_MAP, SPLIT_FILES, convert_cosqa
 from viking_eval.convert.locomo import convert_locomo
 from viking_eval.data import DataError, data_home
 from viking_eval.download import DEFAULT_REGISTRY
+from viking_eval.io import sha256_file
 
 __all__ = [
     "CONVERTERS",

@@ -14,7 +14,6 @@ value's path (keys and indexes) to learn its line (:class:`JsonSource`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,22 +25,11 @@ from viking_eval.data import DataError
 __all__ = [
     "JsonSource",
     "decode_text",
-    "sha256_file",
     "write_jsonl",
     "write_qrels",
 ]
 
 QRELS_HEADER = ("query-id", "corpus-id", "score")
-_CHUNK = 1 << 20
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of the file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- writing
