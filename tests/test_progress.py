@@ -163,6 +163,7 @@ def test_library_info_and_debug_lines_are_dropped_unless_debugging(
         with caplog.at_level(logging.DEBUG):
             bm25s.debug("Building index from IDs")
             logging.getLogger("sentence_transformers.base.model").info("Loading SentenceTransformer model")
+            logging.getLogger("matplotlib.font_manager").info("generated new fontManager")
             bm25s.warning("a real problem")
             logging.getLogger("viking_eval.runner").info("ours stay")
         assert [record.getMessage() for record in caplog.records] == ["a real problem", "ours stay"]

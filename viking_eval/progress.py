@@ -32,6 +32,7 @@ NOISY_LOGGERS = (
     "filelock",
     "faiss",
     "numexpr",
+    "matplotlib",  # "generated new fontManager" on the first run on a machine (its font cache)
 )
 """Loggers whose records below WARNING are dropped unless ``VIKING_EVAL_DEBUG=1``."""
 
