@@ -745,7 +745,7 @@ def strict_mode_problems(
 
 
 def warn_dropped_judgments(
-    where: str, unknown_doc_rows: list[tuple[str, str]], unknown_query_rows: list[tuple[str, str]]
+    where: str, unknown_query_rows: list[tuple[str, str]], unknown_doc_rows: list[tuple[str, str]]
 ) -> None:
     """A ``DataWarning`` from ``where`` (the qrels' file or source) counting the judgments dropped
     because they name an unknown document or query, ``(query, doc)`` rows, with examples; nothing
@@ -772,8 +772,8 @@ def data_issues(
     corpus: Mapping[str, Document],
     n_queries_read: int,
     n_queries_kept: int,
-    unknown_doc_rows: list[tuple[str, str]],
     unknown_query_rows: list[tuple[str, str]],
+    unknown_doc_rows: list[tuple[str, str]],
 ) -> DataIssues:
     """What a loader counted and dropped (see :class:`DataIssues`)."""
     return DataIssues(
@@ -844,8 +844,8 @@ def load_beir(
             qrels[query_id] = kept
     queries = {query_id: all_queries[query_id] for query_id in qrels}
 
-    warn_dropped_judgments(str(qrels_path), unknown_doc_rows, unknown_query_rows)
-    issues = data_issues(corpus, len(all_queries), len(queries), unknown_doc_rows, unknown_query_rows)
+    warn_dropped_judgments(str(qrels_path), unknown_query_rows, unknown_doc_rows)
+    issues = data_issues(corpus, len(all_queries), len(queries), unknown_query_rows, unknown_doc_rows)
     return BeirDataset(
         name=name if name is not None else folder.resolve().name,
         split=split,

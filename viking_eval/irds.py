@@ -722,8 +722,8 @@ def load_irds(
         qrels[query_id] = kept
     queries = {query_id: all_queries[query_id] for query_id in qrels}
 
-    warn_dropped_judgments(f"{where}: qrels", unknown_doc_rows, unknown_query_rows)
-    issues = data_issues(corpus, len(all_queries), len(queries), unknown_doc_rows, unknown_query_rows)
+    warn_dropped_judgments(f"{where}: qrels", unknown_query_rows, unknown_doc_rows)
+    issues = data_issues(corpus, len(all_queries), len(queries), unknown_query_rows, unknown_doc_rows)
     return BeirDataset(
         name=where,
         split=label,
