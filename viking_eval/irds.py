@@ -66,16 +66,8 @@ from pathlib import Path
 from typing import Any
 
 from retrievers.types import Document
-from viking_eval.data import (
-    BeirDataset,
-    DataError,
-    Query,
-    data_issues,
-    id_problem,
-    strict_mode_problems,
-    unknown_judgments,
-    warn_dropped_judgments,
-)
+from viking_eval.data import BeirDataset, DataError, Query, id_problem
+from viking_eval.judgments import data_issues, strict_mode_problems, unknown_judgments, warn_dropped_judgments
 
 __all__ = [
     "IRDS_PREFIX",
@@ -566,7 +558,7 @@ def load_irds(
     ``split``: ``None``, ``"test"`` (the harness default) or the id's own label (see
     :func:`split_label`); ``irds:<other id>`` of the same collection loads that id instead.
     ``strict``: judgments naming unknown documents or queries are errors instead of being
-    dropped, counted and warned about (:class:`DataWarning`). ``title_field``, ``text_field``,
+    dropped, counted and warned about (:class:`~viking_eval.judgments.DataWarning`). ``title_field``, ``text_field``,
     ``query_field``: use these record fields instead of the default mapping (module docstring).
     Every problem is a one-line :class:`DataError` naming ``irds:<id>``.
     """
