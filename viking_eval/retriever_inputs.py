@@ -28,7 +28,7 @@ from viking_eval.config.settings import is_retriever_config
 from viking_eval.data import BeirDataset, load_queries
 from viking_eval.io import sha256_file
 
-__all__ = ["build_params", "build_retriever", "dataset_queries", "input_files", "wants_queries"]
+__all__ = ["build_retriever", "dataset_queries", "input_files", "wants_queries"]
 
 
 def dataset_queries(dataset: BeirDataset) -> dict[str, str]:
@@ -54,16 +54,19 @@ def wants_queries(cls: type, params: Mapping[str, Any]) -> bool:
     )
 
 
-def build_params(
+def build_retriever(
     cls: type,
     params: Mapping[str, Any],
     store: Any,
     embedder: Embedder | None,
     queries: Mapping[str, str] | None,
     where: str = "retrievers",
-) -> dict[str, Any]:
-    """``params`` ready for ``cls(store, embedder=embedder, **params)``: retriever configs among
-    them built over ``store``, and ``queries`` supplied when ``cls`` wants them."""
+) -> Any:
+    """``cls(store, embedder=embedder, **params)``, with the retriever configs among ``params``
+    built over ``store`` the same way (a hybrid's legs) and ``queries`` supplied when ``cls``
+    wants them. A parameter the constructor refuses for this store (a ``ParamError``: e.g. an ANN
+    knob on an exact store) is a ConfigError naming ``<where>.<key>``, like the checks made
+    before any data is read."""
     built: dict[str, Any] = {}
     for key, value in params.items():
         if is_retriever_config(value):
@@ -74,21 +77,6 @@ def build_params(
             built[key] = value
     if getattr(cls, "wants_queries", False) and built.get("queries") is None and queries is not None:
         built["queries"] = dict(queries)
-    return built
-
-
-def build_retriever(
-    cls: type,
-    params: Mapping[str, Any],
-    store: Any,
-    embedder: Embedder | None,
-    queries: Mapping[str, str] | None,
-    where: str = "retrievers",
-) -> Any:
-    """``cls`` built over ``store`` with ``params`` (see :func:`build_params`). A parameter the
-    constructor refuses for this store (a ``ParamError``: e.g. an ANN knob on an exact store) is a
-    ConfigError naming ``<where>.<key>``, like the checks made before any data is read."""
-    built = build_params(cls, params, store, embedder, queries, where)
     try:
         return cls(store, embedder=embedder, **built)
     except ParamError as error:
