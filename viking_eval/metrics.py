@@ -3,7 +3,8 @@
 Metric names are strings in the config, parsed by ir-measures (``nDCG@10``, ``R@100``, ``RR@10``,
 ``AP@100``, ``P@5``, ``Judged@10``). A few common spellings are accepted as aliases
 (``Recall@k`` -> ``R@k``, ``MRR@k`` -> ``RR@k``, ``MAP@k`` -> ``AP@k``); results are keyed by the
-name as the config wrote it.
+name as the config wrote it. Two names of one measure (``R@10`` and ``Recall@10``) each get the
+measure's value: it is computed once and reported under both names.
 
 Ties: trec_eval orders tied scores by doc id *descending*, other tools differently. Before any
 metric is computed, each query's run is sorted by (score desc, doc id asc) and the scores are
@@ -159,12 +160,16 @@ def evaluate(
         {qid: run.get(qid, {}) for qid in judged}, ignore_identical_ids=ignore_identical_ids
     )
     per_query: dict[str, dict[str, float]] = {metric.name: dict.fromkeys(judged, 0.0) for metric in metrics}
-    by_measure = {metric.measure: metric.name for metric in metrics}
+    # one measure may be listed under several names (R@10 and its alias Recall@10): each gets the value
+    names_of: dict[ir_measures.measures.Measure, list[str]] = {}
+    for metric in metrics:
+        names_of.setdefault(metric.measure, []).append(metric.name)
     non_empty = {qid: docs for qid, docs in ranked.items() if docs}
     qrels_plain = {qid: dict(qrels[qid]) for qid in judged}
     if non_empty:
-        for value in ir_measures.iter_calc(list(by_measure), qrels_plain, non_empty):
-            per_query[by_measure[value.measure]][value.query_id] = float(value.value)
+        for value in ir_measures.iter_calc(list(names_of), qrels_plain, non_empty):
+            for name in names_of[value.measure]:
+                per_query[name][value.query_id] = float(value.value)
     aggregate = {
         name: (math.fsum(values.values()) / len(values) if values else 0.0)
         for name, values in per_query.items()

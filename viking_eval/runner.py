@@ -42,6 +42,7 @@ from viking_eval import gate, run_folder
 from viking_eval.ann_quality import AnnQuality, describe_index
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
+from viking_eval.contract import check_batch, check_results
 from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.io import sha256_file
@@ -168,16 +169,6 @@ class StoreLoader:
         if self._store.edges is not None:  # edges kept per relation, links dropped and why (edges.py)
             self.info["edges"] = self._store.edges.report
         return self._store
-
-
-def _check_results(name: str, query_id: str, results: list[RetrievalResult], known: Container[str]) -> None:
-    for result in results:
-        if not math.isfinite(result.score):
-            raise ValueError(f"retriever {name} returned a non-finite score for query {query_id}: {result}")
-        if result.doc_id not in known:  # documents (a chunked store's parents), never chunks
-            raise ValueError(
-                f"retriever {name} returned unknown doc id {result.doc_id!r} for query {query_id}"
-            )
 
 
 def query_scopes(dataset: BeirDataset, scope_key: str | None) -> dict[str, str | None]:
@@ -307,7 +298,9 @@ def evaluate_retriever(
 ) -> RetrieverResult:
     """One retriever over the dataset's judged queries: ``retrieve_batch`` in blocks of
     ``run.batch_size`` (one retriever per query scope, ``make(embedder, scope)``), every result
-    checked (finite score, a doc id in ``known_ids(scope)``), the run file written (when
+    list checked against the retriever contract (viking_eval/contract.py: at most ``run.top_k``
+    RetrievalResults, unique doc ids in ``known_ids(scope)``, finite scores; a breach raises
+    RetrieverContractError), the run file written (when
     ``output_dir`` is given), metrics, latency one query at a time. The runner builds retrievers
     from configs; ``viking_eval.evaluate`` passes built ones."""
     scopes = query_scopes(dataset, settings.dataset.scope_key)
@@ -329,11 +322,14 @@ def evaluate_retriever(
             for begin in range(0, len(scope_query_ids), batch):
                 chunk_ids = scope_query_ids[begin : begin + batch]
                 texts = [dataset.queries[qid].text for qid in chunk_ids]
-                for query_id, results in zip(
-                    chunk_ids, retriever.retrieve_batch(texts, settings.run.top_k), strict=True
-                ):
-                    _check_results(name, query_id, results, known_ids(scope))
-                    run[query_id] = results
+                batch_results = check_batch(
+                    name, chunk_ids, retriever.retrieve_batch(texts, settings.run.top_k)
+                )
+                known = known_ids(scope)
+                for query_id, results in zip(chunk_ids, batch_results, strict=True):
+                    # the contract (viking_eval/contract.py): <= top_k RetrievalResults, unique
+                    # known doc ids, finite scores; a breach is one RetrieverContractError
+                    run[query_id] = check_results(name, query_id, results, known, settings.run.top_k)
                 bar.update(len(chunk_ids))
                 ann.add(retriever, texts)  # not part of run_seconds
     run_seconds = time.perf_counter() - start - ann.seconds
