@@ -26,7 +26,13 @@ Rules, each an error naming the file and line (a JSON file: the query and docume
 * ranks in the file are ignored: results follow the project's order, score descending then doc
   id ascending, as every retriever's do (trec_eval, too, orders by score, not by rank);
 * a document id that is not in the store is dropped and counted; a query id that is not among
-  ``queries`` is counted.
+  ``queries`` is counted. When any line names one, one warning line gives the counts (once per
+  file, store and queries in a process);
+* a file whose lines mostly name unknown queries or documents (more than ``max_unknown``, a
+  fraction of its lines, 0.5 by default) is refused when the retriever is built, with the counts:
+  it is almost surely a run of another dataset (MedLine's run over ADI: 2,610 of 2,831 lines name
+  documents ADI does not hold), and scoring what is left would be a wrong number.
+  ``max_unknown: 1.0`` accepts any file.
 
 Counts go into every result's ``provenance["stats"]`` (the harness averages them over a run, so a
 file-wide count reads as itself): ``file_queries`` (query ids in the file), ``file_lines``,
@@ -273,6 +279,13 @@ class RunFileParams(RetrieverParams):
         doc="the queries the file answers: {query id: text} or a BEIR queries.jsonl path; "
         "null = the harness passes the dataset's",
     )
+    max_unknown: float = param(
+        0.5,
+        low=0.0,
+        high=1.0,
+        doc="refuse the file when more than this fraction of its lines name a query not among the "
+        "queries or a document the store does not hold (a run of another dataset); 1 = accept any",
+    )
 
     def check(self) -> None:
         super().check()
@@ -296,9 +309,16 @@ class _FileStats:
     queries: int = 0
     lines: int = 0
     unknown_queries: int = 0
+    unknown_query_lines: int = 0  # lines of a query id not among the queries
     unknown_doc_lines: int = 0
+    unknown_lines: int = 0  # lines naming an unknown query or an unknown document (each once)
     ambiguous_texts: int = 0
     by_text: dict[str, str] = field(default_factory=dict)
+
+
+#: (file digest, counts) already warned about: the harness builds one retriever per query scope
+#: and again to time queries, and the warning is said once
+_WARNED: set[tuple[str, int, int, int, int]] = set()
 
 
 class RunFileRetriever(Retriever):
@@ -354,6 +374,11 @@ class RunFileRetriever(Retriever):
             known = rows >= 0
             unknown = int(len(doc_ids) - np.count_nonzero(known))
             stats.unknown_doc_lines += unknown
+            if query_id in queries:
+                stats.unknown_lines += unknown
+            else:  # every line of an unknown query is unknown, whatever its document
+                stats.unknown_query_lines += len(doc_ids)
+                stats.unknown_lines += len(doc_ids)
             self._rankings[query_id] = (rows[known], scores[known], unknown)
         ids_of_text: dict[str, list[str]] = {}
         for query_id, text in queries.items():
@@ -375,16 +400,34 @@ class RunFileRetriever(Retriever):
             "file_unknown_doc_lines": stats.unknown_doc_lines,
             "file_ambiguous_texts": stats.ambiguous_texts,
         }
-        if stats.unknown_queries or stats.unknown_doc_lines or stats.ambiguous_texts:
+        parts = []
+        if stats.unknown_queries:
+            parts.append(
+                f"{stats.unknown_query_lines:,} lines of {stats.unknown_queries:,} of its {stats.queries:,} "
+                f"query ids, which are not among the {len(queries):,} queries"
+            )
+        if stats.unknown_doc_lines:
+            parts.append(f"{stats.unknown_doc_lines:,} lines naming a document the store does not hold")
+        share = stats.unknown_lines / stats.lines if stats.lines else 0.0
+        counts = (
+            f"{stats.unknown_lines:,} of {stats.lines:,} lines ({share:.1%}) name a query or a document "
+            f"unknown here ({'; '.join(parts)})"
+        )
+        if stats.unknown_lines > self.params.max_unknown * stats.lines:
+            raise ParamError(
+                self.params.key("max_unknown"),
+                f"run file {run.path}: {counts}: is it a run of another dataset? Refused above "
+                f"max_unknown={self.params.max_unknown:g} of the lines; max_unknown: 1.0 on this "
+                "retriever scores the known lines anyway",
+            )
+        warned = (run.sha256, stats.lines, stats.unknown_lines, len(queries), stats.ambiguous_texts)
+        if (stats.unknown_lines or stats.ambiguous_texts) and warned not in _WARNED:
+            _WARNED.add(warned)
             log.warning(
-                "%s: %d of %d query ids are not among the %d queries; %d of %d lines name documents "
-                "the store does not hold (dropped); %d query texts shared by ids ranked differently",
+                "run file %s: %s, dropped (scored as not retrieved); %d query texts shared by ids "
+                "ranked differently",
                 run.path,
-                stats.unknown_queries,
-                stats.queries,
-                len(queries),
-                stats.unknown_doc_lines,
-                stats.lines,
+                counts,
                 stats.ambiguous_texts,
             )
 
