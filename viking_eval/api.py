@@ -30,6 +30,7 @@ Retrievers are either
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Hashable, Mapping, Sequence
@@ -59,7 +60,7 @@ from viking_eval.config.compose import CONFIG_DIR
 from viking_eval.config.errors import from_library_error
 from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
-from viking_eval.metrics import parse_metrics
+from viking_eval.metrics import deeper_than_run, depth_note, parse_metrics
 from viking_eval.results import RetrieverResult, RunSummary
 from viking_eval.runner import (
     StoreLoader,
@@ -72,6 +73,8 @@ from viking_eval.significance import SignificanceSettings, compare_with_baseline
 from viking_eval.splits import load_for_phase
 
 __all__ = ["evaluate"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_METRICS = ("nDCG@10", "R@10", "R@100", "RR@10", "AP@100")
 RetrieverLike = Retriever | Mapping[str, Any]
@@ -286,6 +289,9 @@ def evaluate(
         cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
         show_progress=show_progress,
     )
+    deeper = depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k))
+    if deeper:  # computed, said once, marked in the outputs (as a CLI run)
+        log.warning(deeper)
     folder = Path(output_dir) if output_dir is not None else None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)

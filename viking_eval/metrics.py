@@ -114,6 +114,37 @@ def parse_metrics(names: Sequence[str]) -> list[Metric]:
     return metrics
 
 
+def deeper_than_run(metrics: Sequence[Metric], top_k: int) -> dict[str, int]:
+    """The metrics whose cutoff is deeper than the run (``R@100`` at ``run.top_k`` 10): name ->
+    cutoff. They are computed over the ``top_k`` results a retriever returns (``R@100`` is then
+    ``R@10``), said once when the run starts (:func:`depth_note`) and marked in the outputs
+    (:func:`depth_label`)."""
+    deeper: dict[str, int] = {}
+    for metric in metrics:
+        cutoff = metric.measure.params.get("cutoff")
+        if isinstance(cutoff, int) and cutoff > top_k:
+            deeper[metric.name] = cutoff
+    return deeper
+
+
+def depth_label(name: str, top_k: int, deeper: Mapping[str, int]) -> str:
+    """``name``, or ``R@100 (depth 10)`` for a metric deeper than the run: the column heading of
+    the printed table, report.md, report.html and metrics.csv."""
+    return f"{name} (depth {top_k})" if name in deeper else name
+
+
+def depth_note(top_k: int, deeper: Mapping[str, int]) -> str:
+    """One line about the metrics deeper than the run ('' when there are none)."""
+    if not deeper:
+        return ""
+    names = ", ".join(deeper)
+    return (
+        f"run.top_k={top_k} is shallower than the cutoff of {names}: computed over the {top_k} results "
+        f"each retriever returns, so they measure depth {top_k} (R@100 is then R@{top_k}); marked "
+        f"'(depth {top_k})' in the outputs; for the full depth set run.top_k={max(deeper.values())}"
+    )
+
+
 def canonical_run(run: Run, *, ignore_identical_ids: bool = False) -> dict[str, dict[str, float]]:
     """Order each query's documents by (score desc, doc id asc) and replace the scores by
     ``n - rank`` so that tie-breaking no longer depends on the evaluation tool.

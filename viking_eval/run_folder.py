@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from retrievers.types import RetrievalResult, sort_key
 from viking_eval import ann_quality, io
 from viking_eval.benchmark_table import comparison_record
+from viking_eval.metrics import deeper_than_run, depth_label, depth_note
 from viking_eval.report.benchmark import CSV_COLUMNS as BENCHMARK_COLUMNS
 from viking_eval.report.benchmark import benchmark_html, benchmark_markdown
 from viking_eval.report.benchmark import csv_rows as benchmark_rows
@@ -169,7 +170,15 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
     report.md and report.html of a finished run."""
     folder = summary.output_dir
     metric_names = [metric.name for metric in settings.metrics]
-    io.write_json(folder / "metrics.json", metrics_document(summary))
+    top_k = settings.run.top_k
+    deeper = deeper_than_run(settings.metrics, top_k)  # R@100 at top_k 10: marked, not hidden
+    document = metrics_document(summary)
+    if deeper:
+        document["depth_limited"] = {
+            name: {"cutoff": cutoff, "run_top_k": top_k, "note": depth_note(top_k, deeper)}
+            for name, cutoff in deeper.items()
+        }
+    io.write_json(folder / "metrics.json", document)
     ann_names = ann_quality.metric_names(summary.results)  # ann_recall@10 beside the metrics
     rows = [
         [
@@ -181,7 +190,16 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
         for result in summary.results
     ]
     io.write_text(
-        folder / "metrics.csv", _csv_text(["retriever", *metric_names, *ann_names, *LATENCY_KEYS], rows)
+        folder / "metrics.csv",
+        _csv_text(
+            [
+                "retriever",
+                *(depth_label(name, top_k, deeper) for name in metric_names),
+                *ann_names,
+                *LATENCY_KEYS,
+            ],
+            rows,
+        ),
     )
     write_per_query(
         folder / "per_query.csv",

@@ -47,7 +47,7 @@ from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.io import sha256_file
 from viking_eval.latency import measure_latency
-from viking_eval.metrics import evaluate
+from viking_eval.metrics import deeper_than_run, depth_note, evaluate
 from viking_eval.progress import progress_bar, progress_shown
 from viking_eval.report import summary_table
 from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
@@ -475,6 +475,9 @@ def run_experiment(
     from a finished marker, the seconds recorded when it was computed (a resumed sweep job keeps
     the cost of its work, not the fraction of a second of the resume)."""
     started = time.perf_counter()
+    deeper = depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k))
+    if deeper:  # computed, said here once, marked in every output (run_folder, report)
+        log.warning(deeper)
     output_dir.mkdir(parents=True, exist_ok=True)
     if config_yaml:
         run_folder.write_config(output_dir, config_yaml)

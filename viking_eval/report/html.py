@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from viking_eval.metrics import deeper_than_run, depth_label, depth_note
 from viking_eval.report.markdown import latency_note, stats_text
 from viking_eval.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
 
@@ -173,7 +174,9 @@ def metric_table(summary: RunSummary, settings: Settings) -> str:
         for key, label, highest in latency_columns
     ]
     best = [_best(values, highest=highest) for _, values, highest in columns]
-    header = "".join(f"<th>{_e(name)}</th>" for name, _, _ in columns)
+    top_k = settings.run.top_k
+    deeper = deeper_than_run(settings.metrics, top_k)  # R@100 at top_k 10: "R@100 (depth 10)"
+    header = "".join(f"<th>{_e(depth_label(name, top_k, deeper))}</th>" for name, _, _ in columns)
     rows = []
     for row_index, result in enumerate(summary.results):
         cells = []
@@ -451,6 +454,11 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         "</header>",
         "<section><h2>Metrics</h2>",
         metric_table(summary, settings),
+        *(
+            [f'<p class="worse"><b>Warning: metric deeper than the run.</b> {_e(note)}.</p>']
+            if (note := depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k)))
+            else []
+        ),
         f'<p class="note">Bold: best per column (lowest latency, highest QPS). {_e(latency_note(settings))}',
         f" {_e(significance.legend())}." if significance is not None and significance.comparisons else "",
         "</p></section>",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from viking_eval import ann_quality
+from viking_eval.metrics import deeper_than_run, depth_label, depth_note
 
 if TYPE_CHECKING:
     from viking_eval.config import Settings
@@ -39,7 +40,16 @@ def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github
     (ann_quality.py), p50/p95 latency in ms, QPS."""
     metric_names = [metric.name for metric in settings.metrics]
     ann_names = ann_quality.metric_names(summary.results)
-    header = ["retriever", *metric_names, *ann_names, "p50 ms", "p95 ms", "QPS"]
+    top_k = settings.run.top_k
+    deeper = deeper_than_run(settings.metrics, top_k)  # R@100 at top_k 10: "R@100 (depth 10)"
+    header = [
+        "retriever",
+        *(depth_label(name, top_k, deeper) for name in metric_names),
+        *ann_names,
+        "p50 ms",
+        "p95 ms",
+        "QPS",
+    ]
     significance = summary.significance
     rows = [
         [
@@ -129,6 +139,12 @@ def stats_lines(summary: RunSummary) -> list[str]:
     ]
 
 
+def _depth_lines(settings: Settings) -> list[str]:
+    """A warning under the table when a metric is deeper than the run (metrics.py depth_note)."""
+    note = depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k))
+    return [f"> **Warning: metric deeper than the run.** {note}.", ""] if note else []
+
+
 def report_markdown(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> str:
     n_queries = summary.results[0].n_queries if summary.results else 0
     issues = summary.data_issues
@@ -148,6 +164,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
         "",
         summary_table(summary, settings),
         "",
+        *_depth_lines(settings),
         *ann_quality.table_note(environment),
         *significance_lines(summary),
         "## Latency split (ms)",
