@@ -36,12 +36,14 @@ from typing import Any
 from hydra.utils import get_class, instantiate
 
 from retrievers.index.ann import code_default_knobs
+from retrievers.params import ParamError
 from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import gate, run_folder
 from viking_eval.ann_quality import AnnQuality, describe_index
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
+from viking_eval.config.errors import from_library_error
 from viking_eval.data import BeirDataset
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.io import sha256_file
@@ -126,6 +128,10 @@ class StoreLoader:
         )
         self._store: ContextStore | None = None
         self.info: dict[str, Any] = {"store_key": self.key, "embedder": embedder.name}
+        try:  # pre-flight: settings the data cannot hold are refused before anything is embedded
+            settings.store.check_against(dataset.corpus.values(), lambda: embedder.dim)
+        except ParamError as error:
+            raise from_library_error("store", error) from None
 
     def get(self) -> ContextStore:
         if self._store is None and memo_get(self.key) is not None:
