@@ -34,6 +34,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from retrievers.http import EndpointError
 from viking_eval import io
 from viking_eval.cache import CacheError
 from viking_eval.config import ConfigError, Settings, check_sweep_objective, load_settings
@@ -230,8 +231,10 @@ def gate_overrides(task_overrides: Sequence[str]) -> list[str]:
 
 @contextlib.contextmanager
 def _marked_on_failure(output_dir: Path) -> Iterator[None]:
-    """A data (or cache) error becomes ``error: ...`` and exit 2, a bug keeps its traceback; both
-    leave ``status.json`` ``{"status": "failed"}`` in the run folder."""
+    """A data (or cache) error becomes ``error: ...`` and exit 2, a remote model that gave no
+    usable answer (``EndpointError``: time-out, HTTP error, malformed answer) ``error: ...`` and
+    exit 1, a bug keeps its traceback; all leave ``status.json`` ``{"status": "failed"}`` in the
+    run folder."""
     try:
         yield
     except (DataError, CacheError) as error:
@@ -240,6 +243,12 @@ def _marked_on_failure(output_dir: Path) -> Iterator[None]:
     except ConfigError as error:
         mark_failed(output_dir, error.line())
         invalid(error.line())
+    except EndpointError as error:  # a remote model gave no usable answer: a failed run, exit 1
+        mark_failed(output_dir, str(error))
+        if debugging():
+            traceback.print_exc()
+        print(f"error: remote model call failed: {error}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_FAILED)
     except Exception as error:
         mark_failed(output_dir, f"{type(error).__name__}: {error}")
         raise
