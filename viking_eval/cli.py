@@ -9,7 +9,8 @@
               gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate.py)
               compare  gate.baseline_run=<folder>: evaluate, then gate against a stored run
 
-Exit status: 0 success; 1 a gate check failed, or a bug (its traceback is printed); 2 the config
+Exit status: 0 success; 1 a gate check failed, a remote model gave no usable answer (one line
+``error: remote model call failed: ...``), or a bug (its traceback is printed); 2 the config
 or the data is invalid: one line ``error: <key or file:line>: <what is wrong; what is allowed>`` on
 stderr and no traceback (``VIKING_EVAL_DEBUG=1`` or ``HYDRA_FULL_ERROR=1`` print it; the debug
 switch also lets through libraries' info and debug lines, dropped otherwise: viking_eval/progress.py).
