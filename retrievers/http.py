@@ -15,7 +15,8 @@ shared by the chat client (:mod:`retrievers.llm`), the embeddings client
   to ``max_retries`` times. The wait before retry ``n`` (from 0) is the server's ``Retry-After``
   (seconds or an HTTP date) when it sends one, else ``backoff_s * 2**n``; either is capped at
   ``max_backoff_s`` so that a server asking for an hour cannot stall a run (the retry then most
-  likely fails again, and the error says so). Worst case a call takes
+  likely fails again, and the error says so). Each retry logs a warning (``retry_log_level``:
+  the ``/rerank`` client logs them at DEBUG, its failures being summed up in one line a run). Worst case a call takes
   ``(max_retries + 1) * timeout_s`` plus the waits.
 * **Redirects** are not followed (the key would go along to wherever they point): a 3xx is an
   error naming the ``Location`` to configure instead.
@@ -174,6 +175,7 @@ class JsonEndpoint:
         max_backoff_s: float = 30.0,
         timeout_name: str = "timeout_s",
         sleep: Callable[[float], None] = time.sleep,
+        retry_log_level: int = logging.WARNING,
     ) -> None:
         self.url = check_base_url(url, "url")
         self.api_key_env = check_env_name(api_key_env)
@@ -182,6 +184,9 @@ class JsonEndpoint:
         self.backoff_s = check_number("backoff_s", backoff_s, 0.0, 600.0)
         self.max_backoff_s = check_number("max_backoff_s", max_backoff_s, 0.0, 3600.0)
         self.sleep = sleep
+        #: the level of the line logged before each retry (a caller that reports failures itself,
+        #: such as a reranker's fallback summary, passes DEBUG: one line per run, not per query)
+        self.retry_log_level = retry_log_level
 
     def _headers(self) -> tuple[dict[str, str], str]:
         headers = {
@@ -210,7 +215,14 @@ class JsonEndpoint:
                     ) from None
                 wait = failure.retry_after if failure.retry_after is not None else self.backoff_s * 2**attempt
                 wait = min(wait, self.max_backoff_s)
-                log.warning("%s; retry %d of %d in %.3g s", failure, attempt + 1, self.max_retries, wait)
+                log.log(
+                    self.retry_log_level,
+                    "%s; retry %d of %d in %.3g s",
+                    failure,
+                    attempt + 1,
+                    self.max_retries,
+                    wait,
+                )
                 self.sleep(wait)
                 attempt += 1
             except EndpointError as error:

@@ -22,17 +22,20 @@ Every job is composed and validated, and every dataset located (its folder and s
 first one runs (``check_benchmark``, called by the CLI's pre-flight): an unknown dataset is one
 ``error:`` line and exit 2 with nothing run. Resuming: rerun the command with
 ``hydra.run.dir=<the benchmark folder>``; each dataset's run folder resumes as any run does
-(finished retrievers are not rerun).
+(finished retrievers are not rerun). A run holds ``benchmark.lock`` in the benchmark folder while
+it works; a second run into the same folder meanwhile refuses with one line, exit 2.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
 from viking_eval import run_folder
@@ -48,6 +51,8 @@ log = logging.getLogger(__name__)
 
 #: command-line keys that choose the benchmark itself, left out of each job's overrides
 OWN_KEYS = ("benchmark",)
+#: held in the benchmark folder for the whole run; a second run into that folder refuses
+LOCK_FILE = "benchmark.lock"
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,22 @@ def benchmark_program(settings: Settings, output_dir: Path, *, overrides: Sequen
         + (f" + variants {', '.join(settings.benchmark.variants)}" if settings.benchmark.variants else ""),
         flush=True,
     )
-    table = run_benchmark(settings, output_dir, overrides)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(output_dir / LOCK_FILE))
+    try:
+        lock.acquire(timeout=0)  # held for the whole run: two benchmarks never share a folder
+    except Timeout:
+        print(
+            f"error: {output_dir}: another benchmark is running into this folder (it holds "
+            f"{output_dir / LOCK_FILE}); wait for it to finish, or give this one another hydra.run.dir",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
+    try:
+        table = run_benchmark(settings, output_dir, overrides)
+    finally:
+        lock.release()
     print(f"\n{settings.name}: {table.primary_metric}, {len(table.datasets)} datasets, mean over datasets")
     print(metric_table(table, table.primary_metric, fmt="simple"))
     print(table.legend())

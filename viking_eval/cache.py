@@ -6,11 +6,13 @@ Each entry carries ``manifest.json`` with the sha256 of every file; an entry who
 match is reported, deleted and rebuilt, never trusted. Entries are built in a temporary folder and
 renamed into place, under a file lock, so parallel sweep jobs share one build and an interrupted
 build leaves nothing behind (a build killed outright leaves its staging folder, which the next
-build of the same key removes). Nothing is ever unpickled (``np.load(allow_pickle=False)``).
+build of the same key removes). An entry's folder gets the mode the umask gives a new folder
+(its staging folder, made by ``mkdtemp``, is 0700 until then). Nothing is ever unpickled
+(``np.load(allow_pickle=False)``).
 
 A cache folder that cannot be written (a read-only home, a path under a file, a lock file that
 cannot be created) still serves the valid entries it holds; new entries then go to a temporary
-folder for the rest of the process, with a one-line warning, and :meth:`ArtifactCache.describe`
+folder for the rest of the process (removed when the process exits), with a one-line warning, and :meth:`ArtifactCache.describe`
 says so for the run's ``environment.json``. Only when that fallback cannot be created either is
 it an error: :class:`CacheError`, saying to set ``VIKING_EVAL_CACHE`` to a writable folder.
 
@@ -20,6 +22,7 @@ the basic launcher (one process) embed and read from disk once.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -139,6 +142,7 @@ class ArtifactCache:
             try:
                 build(staging)
                 _write_manifest(staging, kind, key)
+                staging.chmod(0o777 & ~current_umask())  # mkdtemp made it 0700: follow the umask
                 os.replace(staging, final)
             finally:
                 if staging.exists():
@@ -180,6 +184,7 @@ class ArtifactCache:
                     f"{CACHE_ENV} to a writable folder"
                 ) from error
             _FALLBACKS[self.requested_root] = fallback
+            atexit.register(shutil.rmtree, fallback, ignore_errors=True)  # a temporary cache ends with us
         self.root = fallback
         self.fallback_reason = reason
         log.warning(
@@ -250,6 +255,21 @@ class ArtifactCache:
         vectors.setflags(write=False)
         _MEMO[key] = vectors
         return vectors
+
+
+def current_umask() -> int:
+    """The process's umask (read from /proc where there is one: setting it to read it is not
+    thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _entry_dir(root: Path, kind: str, key: str) -> Path:

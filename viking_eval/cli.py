@@ -9,7 +9,8 @@
               gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate.py)
               compare  gate.baseline_run=<folder>: evaluate, then gate against a stored run
 
-Exit status: 0 success; 1 a gate check failed, or a bug (its traceback is printed); 2 the config
+Exit status: 0 success; 1 a gate check failed, a remote model gave no usable answer (one line
+``error: remote model call failed: ...``), or a bug (its traceback is printed); 2 the config
 or the data is invalid: one line ``error: <key or file:line>: <what is wrong; what is allowed>`` on
 stderr and no traceback (``VIKING_EVAL_DEBUG=1`` or ``HYDRA_FULL_ERROR=1`` print it; the debug
 switch also lets through libraries' info and debug lines, dropped otherwise: viking_eval/progress.py).
@@ -34,6 +35,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from retrievers.http import EndpointError
 from viking_eval import io
 from viking_eval.cache import CacheError
 from viking_eval.config import ConfigError, Settings, check_sweep_objective, load_settings
@@ -230,8 +232,10 @@ def gate_overrides(task_overrides: Sequence[str]) -> list[str]:
 
 @contextlib.contextmanager
 def _marked_on_failure(output_dir: Path) -> Iterator[None]:
-    """A data (or cache) error becomes ``error: ...`` and exit 2, a bug keeps its traceback; both
-    leave ``status.json`` ``{"status": "failed"}`` in the run folder."""
+    """A data (or cache) error becomes ``error: ...`` and exit 2, a remote model that gave no
+    usable answer (``EndpointError``: time-out, HTTP error, malformed answer) ``error: ...`` and
+    exit 1, a bug keeps its traceback; all leave ``status.json`` ``{"status": "failed"}`` in the
+    run folder."""
     try:
         yield
     except (DataError, CacheError) as error:
@@ -240,6 +244,12 @@ def _marked_on_failure(output_dir: Path) -> Iterator[None]:
     except ConfigError as error:
         mark_failed(output_dir, error.line())
         invalid(error.line())
+    except EndpointError as error:  # a remote model gave no usable answer: a failed run, exit 1
+        mark_failed(output_dir, str(error))
+        if debugging():
+            traceback.print_exc()
+        print(f"error: remote model call failed: {error}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_FAILED)
     except Exception as error:
         mark_failed(output_dir, f"{type(error).__name__}: {error}")
         raise

@@ -378,7 +378,23 @@ def _stream(url: str, sink: Path, desc: str, announce: str | None = None) -> str
         raise DownloadError(f"{url}: download failed: {exc}") from exc
     if total is not None and received != total:
         raise DownloadError(f"{url}: truncated download ({received} of {total} bytes)")
+    if total is None and _cut_short_zip(sink):
+        # no Content-Length to check against: a body cut short by a closed connection looks like
+        # a finished one; a zip's start without its end record is such a body, a failed transfer
+        raise DownloadError(
+            f"download of {url} failed: the connection closed after {received} bytes with no "
+            "Content-Length to check against, and they are not a complete zip archive (its end "
+            "record is missing: the transfer was cut short); try again"
+        )
     return digest.hexdigest()
+
+
+def _cut_short_zip(path: Path) -> bool:
+    """Whether ``path`` starts as a zip (a local file header) but has no end record: the first
+    part of an archive (a body that is no zip at all is left to the unpacking's message)."""
+    with open(path, "rb") as handle:
+        starts_as_zip = handle.read(4) == b"PK\x03\x04"
+    return starts_as_zip and not zipfile.is_zipfile(path)
 
 
 def _check_files(root: Path, expected: Mapping[str, str], name: str) -> None:

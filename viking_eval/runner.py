@@ -35,15 +35,19 @@ from typing import Any
 
 from hydra.utils import get_class, instantiate
 
+from retrievers.embedders.tfidf import CorpusFitError
 from retrievers.index.ann import code_default_knobs
+from retrievers.params import ParamError
+from retrievers.rerank.policy import fallback_summary
 from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, RetrievalResult, Retriever
 from viking_eval import gate, run_folder
 from viking_eval.ann_quality import AnnQuality, describe_index
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
+from viking_eval.config.errors import from_library_error
 from viking_eval.contract import check_batch, check_results
-from viking_eval.data import BeirDataset
+from viking_eval.data import BeirDataset, DataError
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.io import sha256_file
 from viking_eval.latency import measure_latency
@@ -80,9 +84,21 @@ def prepare_embedder(
     With a ``cache``, an embedder that can save its fitted state as files (``save_fitted`` /
     ``load_fitted``, no pickle) is fitted once per (embedder settings, corpus) and loaded from the
     content-addressed cache afterwards: a warm run over TF-IDF spends no time refitting it."""
-    fit = getattr(embedder, "fit", None)
-    if not callable(fit) or getattr(embedder, "fitted", True):
+    fit_method = getattr(embedder, "fit", None)
+    if not callable(fit_method) or getattr(embedder, "fitted", True):
         return embedder
+
+    def fit(texts: list[str]) -> None:
+        try:
+            fit_method(texts)
+        except CorpusFitError as error:  # the corpus, not the code: one line naming the dataset
+            raise DataError(
+                f"{dataset.folder}: dataset {dataset.name}: the embedder cannot be fitted on its "
+                f"corpus: {error}; give the documents text, or use an embedder that is not fitted "
+                "on the corpus (embedder=static or minilm)",
+                path=dataset.folder,
+            ) from None
+
     texts = [dataset.corpus[doc_id].full_text for doc_id in sorted(dataset.corpus)]
     save, load = getattr(embedder, "save_fitted", None), getattr(type(embedder), "load_fitted", None)
     if cache is None or not callable(save) or not callable(load):
@@ -127,6 +143,10 @@ class StoreLoader:
         )
         self._store: ContextStore | None = None
         self.info: dict[str, Any] = {"store_key": self.key, "embedder": embedder.name}
+        try:  # pre-flight: settings the data cannot hold are refused before anything is embedded
+            settings.store.check_against(dataset.corpus.values(), lambda: embedder.dim)
+        except ParamError as error:
+            raise from_library_error("store", error) from None
 
     def get(self) -> ContextStore:
         if self._store is None and memo_get(self.key) is not None:
@@ -334,6 +354,9 @@ def evaluate_retriever(
                 ann.add(retriever, texts)  # not part of run_seconds
     run_seconds = time.perf_counter() - start - ann.seconds
     run = {qid: run[qid] for qid in dataset.queries}  # dataset order, whatever the scopes
+    fallbacks = fallback_summary(run)  # one line per run, not one per query
+    if fallbacks is not None:
+        log.warning("retriever %s: its reranker %s", name, fallbacks)
     if output_dir is not None:
         run_folder.write_run(output_dir, name, run)
 

@@ -21,10 +21,11 @@ from retrievers.embedders.http import OpenAIEmbedder
 from retrievers.embedders.models import KNOWN_PACKAGED_MODELS, model_fingerprint, resolve_model_path
 from retrievers.embedders.sentence_transformer import SentenceTransformerEmbedder
 from retrievers.embedders.static import StaticEmbedder
-from retrievers.embedders.tfidf import NotFittedError, TfidfEmbedder
+from retrievers.embedders.tfidf import CorpusFitError, NotFittedError, TfidfEmbedder
 
 __all__ = [
     "KNOWN_PACKAGED_MODELS",
+    "CorpusFitError",
     "NotFittedError",
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",

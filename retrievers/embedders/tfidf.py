@@ -17,9 +17,15 @@ from retrievers.embedders.models import FINGERPRINT_LEN
 from retrievers.params import check_int
 from retrievers.text import fit_tfidf
 
-__all__ = ["NotFittedError", "TfidfEmbedder"]
+__all__ = ["CorpusFitError", "NotFittedError", "TfidfEmbedder"]
 
 _NOT_FITTED = "TfidfEmbedder must be fit(...) on the corpus first"
+
+
+class CorpusFitError(ValueError):
+    """The texts given to :meth:`TfidfEmbedder.fit` cannot be fitted (no usable term: every text
+    empty or stop words only; fewer than 2 documents or 2 distinct terms): a property of the
+    corpus, not of the code; the message says what was found."""
 
 
 class NotFittedError(RuntimeError, AttributeError):
@@ -109,14 +115,15 @@ class TfidfEmbedder:
                 items, min_df=self.min_df, max_features=self.max_features, dtype=np.float32
             )
         except ValueError as exc:  # empty vocabulary, or min_df above the number of documents
-            raise ValueError(
-                f"TfidfEmbedder.fit found no usable terms in {len(items)} texts "
-                f"(min_df={self.min_df}, English stop words removed): {exc}"
+            blank = sum(1 for text in items if not text.strip())
+            raise CorpusFitError(
+                f"TfidfEmbedder.fit found no usable terms in {len(items)} texts ({blank} empty or blank; "
+                f"min_df={self.min_df}, English stop words removed): {exc}"
             ) from exc
         n_docs, n_features = matrix.shape
         effective = min(self.requested_dim, n_features - 1, n_docs - 1)
         if effective < 1:
-            raise ValueError(
+            raise CorpusFitError(
                 f"TfidfEmbedder needs at least 2 documents and 2 distinct terms to fit an SVD; got "
                 f"{n_docs} documents and {n_features} terms"
             )

@@ -51,8 +51,14 @@ version). Loading memory-maps the file for every kind with ``IO_FLAG_MMAP_IFC`` 
 flat codes, HNSW storage and neighbour lists, IVF inverted lists; HNSW's per-node levels and
 offsets, ~12 bytes a row, and IVF's centroids are read into memory). With an older faiss,
 ``IO_FLAG_MMAP`` maps IVF's inverted lists only, and flat/HNSW are read into memory. A file that
-is truncated, unreadable or stale (another row count, dimension or kind than the store's) is
-refused with one line that says to rebuild.
+is truncated, unreadable or stale (another row count, dimension or kind than the store's, or
+built over other embeddings of the same shape: ``index.json`` keeps ``vectors_sha256``, a
+fingerprint of the matrix, :func:`vectors_fingerprint`) is refused with one line that says to
+rebuild. A file saved before the fingerprint existed is checked by row count, dimension and kind.
+
+Settings that cannot fit the vectors (more IVF lists than rows, ``pq_m`` not dividing the
+dimension, fewer training rows than ``2^pq_bits``) are refused by :func:`check_vector_settings`
+with the key to change; the harness calls it before it embeds anything.
 
 faiss is imported when an index is built or loaded, never by ``import retrievers``.
 """
@@ -60,6 +66,7 @@ faiss is imported when an index is built or loaded, never by ``import retrievers
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -86,6 +93,7 @@ __all__ = [
     "KNOB_KINDS",
     "FaissVectorIndex",
     "VectorIndexError",
+    "check_vector_settings",
     "code_default_knobs",
 ]
 
@@ -107,6 +115,8 @@ EXACT_FRACTION = 0.02
 _RESCORE_ROWS = 32768
 #: rows added to faiss per call while building (bounded memory over a memory-mapped matrix)
 _ADD_ROWS = 65536
+#: rows of the embeddings an index file's fingerprint reads (:func:`vectors_fingerprint`)
+_FINGERPRINT_ROWS = 1024
 #: the faiss class of each kind (what a loaded file must be)
 _CLASSES = {
     "flat": "IndexFlatIP",
@@ -161,11 +171,79 @@ def default_pq_m(dim: int) -> int:
     return max([m for m in range(1, max(1, dim // 8) + 1) if dim % m == 0])
 
 
+def vectors_fingerprint(vectors: npt.ArrayLike) -> str:
+    """What an index file must have been built over: sha256 of the matrix's shape and of up to
+    :data:`_FINGERPRINT_ROWS` rows spread evenly over it (the first and last included), so a
+    file built over another corpus with as many rows of the same width is told apart without
+    reading every row of a large matrix."""
+    matrix = np.asarray(vectors)
+    n_rows = int(matrix.shape[0])
+    picked = np.unique(
+        np.linspace(0, max(n_rows - 1, 0), num=min(n_rows, _FINGERPRINT_ROWS)).astype(np.int64)
+    )
+    digest = hashlib.sha256(f"{matrix.shape}".encode())
+    digest.update(np.ascontiguousarray(matrix[picked], dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
 def _train_rows(n_rows: int, nlist: int, config: VectorIndexConfig) -> int:
     if config.train_size is not None:
         return min(n_rows, config.train_size)
     centroids = max(nlist, 2**config.pq_bits if config.kind == "ivf_pq" else 0)
     return min(n_rows, 64 * centroids)
+
+
+def check_vector_settings(config: VectorIndexConfig, n_rows: int, dim: int) -> dict[str, int]:
+    """The IVF settings ``config`` resolves to over ``n_rows`` vectors of width ``dim``
+    (``nlist``, ``train_size``, and ``pq_m`` for IVF-PQ; empty for the other kinds), or a
+    ParamError naming the ``store.vector_index`` key that cannot fit them and what would: more
+    lists than rows, ``pq_m`` not dividing the dimension, fewer training rows than the k-means
+    of the coarse lists or of a PQ sub-quantizer (``2^pq_bits`` centroids) needs. The harness
+    calls it before anything is embedded or built (``VectorIndexConfig.check_against``)."""
+    if config.kind not in ("ivf_flat", "ivf_pq"):
+        return {}
+    if n_rows < 1 or dim < 1:
+        raise config.fail("kind", f"{config.kind} needs vectors to index, got {n_rows} rows of width {dim}")
+    nlist = config.nlist if config.nlist is not None else default_nlist(n_rows)
+    if nlist > n_rows:
+        raise config.fail(
+            "nlist",
+            f"{nlist} exceeds the {n_rows} rows to index (documents, or chunks with store.chunking): "
+            f"give at most {n_rows}, or null (= {default_nlist(n_rows)} lists for {n_rows} rows)",
+        )
+    resolved = {"nlist": nlist}
+    if config.kind == "ivf_pq":
+        pq_m = config.pq_m if config.pq_m is not None else default_pq_m(dim)
+        if dim % pq_m:
+            divisors = [m for m in range(1, dim + 1) if dim % m == 0]
+            shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+            raise config.fail(
+                "pq_m",
+                f"{pq_m} must divide the embedding dimension {dim}: one of {shown}, or null "
+                f"(= {default_pq_m(dim)})",
+            )
+        resolved["pq_m"] = pq_m
+    n_train = _train_rows(n_rows, nlist, config)
+    resolved["train_size"] = n_train
+    codes = 2**config.pq_bits if config.kind == "ivf_pq" else 0
+    if n_train < max(nlist, codes):
+        limited = config.train_size is not None and config.train_size < n_rows
+        limit = f", train_size {config.train_size}" if limited else ""
+        if codes > nlist:
+            fits = n_train.bit_length() - 1  # the largest b with 2^b <= n_train
+            raise config.fail(
+                "pq_bits",
+                f"{config.pq_bits} means {codes} centroids per PQ sub-quantizer: ivf_pq needs at least "
+                f"{codes} training rows, got {n_train} ({n_rows} rows{limit}): give pq_bits at most "
+                f"{fits}, or use kind ivf_flat or hnsw",
+            )
+        raise config.fail(
+            "train_size" if limited else "nlist",
+            f"{config.train_size if limited else nlist}: {config.kind} with nlist {nlist} needs at "
+            f"least {nlist} training rows, got {n_train} ({n_rows} rows{limit}): raise train_size or "
+            "lower nlist",
+        )
+    return resolved
 
 
 class FaissVectorIndex:
@@ -356,33 +434,19 @@ class FaissVectorIndex:
             index.hnsw.rng = faiss.RandomGenerator(config.seed)  # the levels of the nodes
             settings.update(hnsw_m=config.hnsw_m, ef_construction=config.ef_construction)
         else:
-            nlist = config.nlist if config.nlist is not None else default_nlist(n_rows)
-            if nlist > n_rows:
-                raise ValueError(f"store.vector_index.nlist {nlist} exceeds the {n_rows} rows to index")
+            fit = check_vector_settings(config, n_rows, dim)
+            nlist, n_train = fit["nlist"], fit["train_size"]
             quantizer = faiss.IndexFlatIP(dim)
             if config.kind == "ivf_flat":
                 index = faiss.IndexIVFFlat(quantizer, dim, nlist, metric)
             else:
-                pq_m = config.pq_m if config.pq_m is not None else default_pq_m(dim)
-                if dim % pq_m:
-                    raise ValueError(
-                        f"store.vector_index.pq_m {pq_m} must divide the embedding dimension {dim}"
-                    )
+                pq_m = fit["pq_m"]
                 index = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, config.pq_bits, metric)
                 index.pq.cp.seed = config.seed
                 index.pq.cp.min_points_per_centroid = 1  # faiss prints a warning per sub-quantizer
                 settings.update(pq_m=pq_m, pq_bits=config.pq_bits)
             index.cp.seed = config.seed
             index.cp.min_points_per_centroid = 1  # too few rows per list: one Python warning below
-            n_train = _train_rows(n_rows, nlist, config)
-            needed = max(nlist, 2**config.pq_bits if config.kind == "ivf_pq" else 1)
-            if n_train < needed:
-                raise ValueError(
-                    f"store.vector_index: {config.kind} with nlist {nlist}"
-                    + (f" and pq_bits {config.pq_bits}" if config.kind == "ivf_pq" else "")
-                    + f" needs at least {needed} training rows, got {n_train} (rows {n_rows}, "
-                    "train_size); lower nlist or pq_bits, or use hnsw"
-                )
             wanted = 39 * max(nlist, 2**config.pq_bits if config.kind == "ivf_pq" else 1)
             if n_train < wanted:  # faiss's own threshold for a sound k-means
                 warnings.warn(
@@ -408,6 +472,7 @@ class FaissVectorIndex:
             "kind": self.kind,
             "rows": self.size,
             "dim": self.dim,
+            "vectors_sha256": vectors_fingerprint(self.exact.vectors),
             "settings": self.settings,
             "faiss_version": faiss.__version__,
         }
@@ -458,6 +523,13 @@ class FaissVectorIndex:
             raise VectorIndexError(
                 f"{path}: stale: it holds {index.ntotal} vectors of dimension {index.d}, the store's "
                 f"embeddings are {exact.size} x {exact.dim}; {rebuild}"
+            )
+        built_over = meta.get("vectors_sha256")
+        if built_over is not None and built_over != vectors_fingerprint(exact.vectors):
+            raise VectorIndexError(
+                f"{path}: stale: built over other embeddings of the same shape ({exact.size} x "
+                f"{exact.dim}; another corpus or embedder), {META_FILE}'s vectors_sha256 does not match "
+                f"the store's; {rebuild}"
             )
         if index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise VectorIndexError(f"{path}: not an inner-product index; {rebuild}")

@@ -11,6 +11,7 @@ variable the caller names) is :class:`retrievers.http.JsonEndpoint`.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -104,6 +105,7 @@ class HTTPReranker:
             max_retries=max_retries,
             backoff_s=backoff_s,
             max_backoff_s=max_backoff_s,
+            retry_log_level=logging.DEBUG,  # failures become fallbacks, counted once a run
         )
         self.base_url = base_url
         self.model = model

@@ -14,7 +14,7 @@ list would order that item arbitrarily against the others.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from retrievers.params import is_number
 from retrievers.timeouts import call_with_timeout
 from retrievers.types import Reranker, RetrievalResult
 
-__all__ = ["RerankError", "rerank_with_fallback"]
+__all__ = ["RerankError", "fallback_summary", "rerank_with_fallback"]
 
 
 class RerankError(RuntimeError):
@@ -81,3 +81,33 @@ def rerank_with_fallback(
     for i, value in zip(sent, values, strict=True):
         scores[i] = value
     return scores, None
+
+
+def fallback_summary(run: Mapping[str, Sequence[RetrievalResult]]) -> str | None:
+    """One line saying on how many of the run's queries a reranker fell back, and the commonest
+    reason (``fell back on 134 of 134 queries (raised EndpointError: HTTP 500 ...)``), or None
+    when it never did or nothing was reranked. Read from what the retrievers record: per query,
+    ``provenance["stats"]["rerank_fallbacks"]`` (calls that fell back) and the reason in
+    ``provenance["rerank_fallback"]`` of its results."""
+    reranked = fell_back = 0
+    reasons: dict[str, int] = {}
+    for results in run.values():
+        stats = results[0].provenance.get("stats") if results else None
+        if not isinstance(stats, Mapping) or "rerank_fallbacks" not in stats:
+            continue
+        reranked += 1
+        if not stats["rerank_fallbacks"]:
+            continue
+        fell_back += 1
+        reason = next(
+            (str(r.provenance["rerank_fallback"]) for r in results if r.provenance.get("rerank_fallback")),
+            "reason not recorded",
+        )
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not fell_back:
+        return None
+    common = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))[0][0]
+    if len(common) > 200:
+        common = common[:200] + "..."
+    others = f"; {len(reasons) - 1} other reasons" if len(reasons) > 1 else ""
+    return f"fell back on {fell_back} of {reranked} reranked queries ({common}{others})"

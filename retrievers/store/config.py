@@ -8,14 +8,18 @@ built store and never change it. The components' own settings live with their ar
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from retrievers.params import Params, param
 from retrievers.store.edges import EdgeConfig
 from retrievers.store.tree import HierarchyConfig
 from retrievers.timeparse import TimestampConfig
+
+if TYPE_CHECKING:
+    from retrievers.types import Document
 
 __all__ = [
     "BM25_METHODS",
@@ -122,6 +126,14 @@ class VectorIndexConfig(Params):
             if not used and getattr(self, name) != defaults[name].default:
                 raise self.fail(name, f"does not apply to kind {self.kind!r}; remove it or change the kind")
 
+    def check_against(self, n_rows: int, dim: int) -> None:
+        """ParamError naming the key when these settings cannot index ``n_rows`` vectors of width
+        ``dim`` (IVF lists, PQ sub-quantizers, training rows: ``check_vector_settings`` of
+        :mod:`retrievers.index.ann`); nothing to check for ``exact``, ``flat`` and ``hnsw``."""
+        from retrievers.index.ann import check_vector_settings
+
+        check_vector_settings(self, n_rows, dim)
+
 
 @dataclass(frozen=True)
 class StoreConfig(Params):
@@ -145,3 +157,20 @@ class StoreConfig(Params):
         """Files a build reads besides the corpus (e.g. the tree's summaries file); their content
         belongs in the store's cache key."""
         return [] if self.hierarchy is None else self.hierarchy.input_files(source_folder)
+
+    def n_rows(self, documents: Iterable[Document]) -> int:
+        """How many rows a store of ``documents`` indexes: the documents, or their chunks."""
+        if self.chunking is None:
+            return sum(1 for _ in documents)
+        from retrievers.build.chunking import chunk_documents
+
+        return len(chunk_documents(documents, self.chunking))
+
+    def check_against(self, documents: Iterable[Document], dim: Callable[[], int]) -> None:
+        """ParamError naming the key when the vector index cannot be built over ``documents``
+        (``dim()`` gives the embedder's width; asked only when a setting depends on it), before
+        anything is embedded or built."""
+        if self.vector_index.kind in ("ivf_flat", "ivf_pq"):
+            self.vector_index.check_against(
+                self.n_rows(documents), dim() if self.vector_index.kind == "ivf_pq" else 1
+            )
