@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrievers.kernel import Candidates, Retriever, RetrieverParams
+from retrievers.kernel import Candidates, KernelRetriever, RetrieverParams
 from retrievers.params import param
 from retrievers.types import RetrievalResult
 
@@ -65,7 +65,7 @@ class LengthParams(RetrieverParams):
     weight: float = param(1.0, low=0.0, high=10.0, doc="score = weight / (1 + length)")
 
 
-class ShortFirst(Retriever):
+class ShortFirst(KernelRetriever):
     """On the kernel: candidates() only; filters, ordering and batching come from the kernel."""
 
     Params = LengthParams
