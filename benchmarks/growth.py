@@ -19,7 +19,7 @@ title, small metadata) and, as their embeddings, 384-d clustered synthetic vecto
 and for recall against exact search over the same vectors. Queries: rows ``n .. n + 512`` of
 the mixture (vectors) and 4-word queries of the same word law (BM25).
 
-Each size is built once into ``--folder`` as a real store (``ContextStore.build(..., folder=)``:
+Each size is built once into ``--folder`` as a real store (``retrievers.builders.build_store(..., folder=)``:
 documents, embeddings, BM25 and a k-means tree with branching 8 and leaves of 32, centroid
 directory vectors, no overviews), each faiss index beside it with the store's default settings
 (``store.vector_index``), every step in a fresh process whose peak memory is sampled (anonymous
@@ -121,11 +121,11 @@ def query_texts() -> list[str]:
 # ------------------------------------------------------------------------------- builds (children)
 
 
-def build_store(n_rows: int, folder: Path) -> dict[str, Any]:
+def build_sized_store(n_rows: int, folder: Path) -> dict[str, Any]:
     """The store of ``n_rows`` documents built into ``folder``: seconds and peak memory per phase
     and in all, and the size of each part on disk."""
-    import retrievers.build as build
-    from retrievers import ContextStore, StoreConfig
+    import retrievers.builders as build
+    from retrievers import StoreConfig
 
     phases: dict[str, dict[str, float]] = {}
 
@@ -152,7 +152,7 @@ def build_store(n_rows: int, folder: Path) -> dict[str, Any]:
     config = StoreConfig.from_dict({"hierarchy": TREE, "timestamps": None})
     with PeakMemory() as peak:
         started = time.perf_counter()
-        ContextStore.build(documents, SyntheticEmbedder(n_rows), config, folder=folder)
+        build.build_store(documents, SyntheticEmbedder(n_rows), config, folder=folder)
         seconds = time.perf_counter() - started
     sizes = {part: _size(folder / part) for part in ("documents", "embeddings.npy", "bm25", "tree")}
     return {
@@ -540,7 +540,7 @@ def main() -> None:
     if args.child:
         command, *rest = args.child
         if command == "store":
-            result = build_store(int(rest[0]), Path(rest[1]))
+            result = build_sized_store(int(rest[0]), Path(rest[1]))
         elif command == "ann":
             result = build_ann(Path(rest[0]), rest[1])
         else:

@@ -35,6 +35,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.types import EncodeKind
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
@@ -82,7 +83,7 @@ def scifact() -> tuple[list[Document], list[str], TfidfEmbedder]:
 @pytest.fixture(scope="module")
 def store(scifact: tuple[list[Document], list[str], TfidfEmbedder]) -> ContextStore:
     documents, _, embedder = scifact
-    return ContextStore.build(documents, embedder, StoreConfig())
+    return build_store(documents, embedder, StoreConfig())
 
 
 def _one_at_a_time(retriever: Any, queries: list[str]) -> None:
@@ -116,7 +117,7 @@ def test_bench_baseline_one_query_at_a_time(
 def test_bench_store_build(benchmark: Any, scifact: tuple[list[Document], list[str], TfidfEmbedder]) -> None:
     documents, _, embedder = scifact
     built = benchmark.pedantic(
-        lambda: ContextStore.build(documents, embedder, StoreConfig()), rounds=3, iterations=1
+        lambda: build_store(documents, embedder, StoreConfig()), rounds=3, iterations=1
     )
     assert len(built) == len(documents)
     benchmark.extra_info["documents"] = len(documents)

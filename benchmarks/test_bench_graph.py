@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from retrievers import ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.graph import GraphRetriever
 from retrievers.store.edges import EdgeSet
 
@@ -43,7 +44,7 @@ def cisi() -> tuple[ContextStore, TfidfEmbedder, list[str]]:
         queries = [json.loads(line)["text"] for line in handle]
     embedder = TfidfEmbedder(dim=256).fit([doc.full_text for doc in sorted(documents, key=lambda d: d.id)])
     config = StoreConfig.from_dict({"edges": {"references": {"fields": ["xrefs"]}}})
-    return ContextStore.build(documents, embedder, config), embedder, queries
+    return build_store(documents, embedder, config), embedder, queries
 
 
 #: oasis's list (seeds + graph-found, bonus only), as conf/retriever/oasis_graph.yaml and the
@@ -111,9 +112,11 @@ def synthetic(synthetic_arrays) -> tuple[ContextStore, _Fixed]:  # type: ignore[
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     embedder = _Fixed(vectors)
     documents = [Document(f"d{i:06d}", f"document number{i % 1000}") for i in range(N_NODES)]
-    store = ContextStore.build(documents, embedder, StoreConfig(timestamps=None))
+    store = build_store(documents, embedder, StoreConfig(timestamps=None))
     src, dst, weight = synthetic_arrays
-    store.edges = EdgeSet.from_arrays(N_NODES, src, dst, weight, np.zeros(src.size, dtype=np.int64), ["r"])
+    store = store.with_parts(
+        edges=EdgeSet.from_arrays(N_NODES, src, dst, weight, np.zeros(src.size, dtype=np.int64), ["r"])
+    )
     return store, embedder
 
 

@@ -31,7 +31,8 @@ from retrievers import (
     StoreConfig,
     TfidfEmbedder,
 )
-from retrievers.build.hierarchy import build_tree
+from retrievers.builders import build_store
+from retrievers.builders.hierarchy import build_tree
 from retrievers.store.tree import HierarchyConfig
 from retrievers.types import EncodeKind
 
@@ -75,7 +76,7 @@ def setting() -> tuple[ContextStore, Precomputed, list[str]]:
     embedder = TfidfEmbedder(dim=384, seed=0).fit(
         [doc.full_text for doc in sorted(documents, key=lambda d: d.id)]
     )
-    store = ContextStore.build(documents, embedder, StoreConfig.from_dict({"hierarchy": TREE}))
+    store = build_store(documents, embedder, StoreConfig.from_dict({"hierarchy": TREE}))
     return store, Precomputed(embedder, queries), queries
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.hybrid import HybridRetriever
 from viking_eval.data import load_dataset
 
@@ -32,7 +33,7 @@ def scifact() -> tuple[ContextStore, TfidfEmbedder, list[str]]:
     documents = sorted(dataset.corpus.values(), key=lambda doc: doc.id)
     embedder = TfidfEmbedder(dim=384).fit([doc.full_text for doc in documents])
     queries = [query.text for query in dataset.queries.values()]
-    return ContextStore.build(documents, embedder), embedder, queries
+    return build_store(documents, embedder), embedder, queries
 
 
 def test_bench_bm25(benchmark, scifact) -> None:  # type: ignore[no-untyped-def]
@@ -69,10 +70,12 @@ def scifact_chained(scifact):  # type: ignore[no-untyped-def]
     from retrievers.store.edges import EdgeSet
 
     store, embedder, queries = scifact
-    chained = ContextStore.build(sorted(store.documents, key=lambda doc: doc.id), embedder)
+    chained = build_store(sorted(store.documents, key=lambda doc: doc.id), embedder)
     rows = list(range(len(chained) - 1))
-    chained.edges = EdgeSet.from_arrays(
-        len(chained), rows, [row + 1 for row in rows], [1.0] * len(rows), [0] * len(rows), ["sequence"]
+    chained = chained.with_parts(
+        edges=EdgeSet.from_arrays(
+            len(chained), rows, [row + 1 for row in rows], [1.0] * len(rows), [0] * len(rows), ["sequence"]
+        )
     )
     return chained, embedder, queries
 

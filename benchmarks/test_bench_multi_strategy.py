@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.multi_strategy import MultiStrategyRetriever, QueryAnalyzer
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo"
@@ -40,7 +41,7 @@ def locomo() -> tuple[ContextStore, TfidfEmbedder, list[str]]:
             if record["metadata"]["conversation"] == CONVERSATION:
                 queries.append(record["text"])
     embedder = TfidfEmbedder(dim=256).fit([doc.full_text for doc in sorted(documents, key=lambda d: d.id)])
-    store = ContextStore.build(documents, embedder)
+    store = build_store(documents, embedder)
     return store.restricted(store.metadata_mask("conversation", CONVERSATION)), embedder, queries
 
 

@@ -60,7 +60,7 @@ def make_store(n_rows: int, folder: Path) -> dict[str, Any]:
         record_vectors=records,
     )
     store = ContextStore(documents, embeddings, bm25, embedder_name="synthetic", config=StoreConfig())  # type: ignore[arg-type]
-    store.tree = tree
+    store = store.with_parts(tree=tree)
     if folder.exists():
         shutil.rmtree(folder)
     store.save(folder)
@@ -71,7 +71,7 @@ def make_store(n_rows: int, folder: Path) -> dict[str, Any]:
 def measure_load(folder: Path) -> dict[str, Any]:
     """Load the store in this process: seconds, RSS and anonymous memory it added, then the
     cost of a few lookups (a document, a row by id, a tree node)."""
-    import retrievers.build  # noqa: F401  (imported before timing: the old loader did not import it either)
+    import retrievers.builders  # noqa: F401  (imported before timing: the old loader did not import it either)
     from retrievers.store import ContextStore
 
     before = rss_mb()

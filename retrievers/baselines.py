@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrievers.kernel import Candidates, Retriever, RetrieverParams
+from retrievers.kernel import Candidates, KernelRetriever, RetrieverParams
 
 __all__ = ["BM25Params", "BM25Retriever", "DenseParams", "DenseRetriever"]
 
@@ -23,7 +23,7 @@ class BM25Params(RetrieverParams):
     (``store.bm25``), shared by every retriever that reads the index."""
 
 
-class BM25Retriever(Retriever):
+class BM25Retriever(KernelRetriever):
     """Lexical retrieval with the store's BM25 index (OR semantics over query terms; documents
     matching no query term are not returned)."""
 
@@ -46,7 +46,7 @@ class DenseParams(RetrieverParams):
     for an ANN store among them)."""
 
 
-class DenseRetriever(Retriever):
+class DenseRetriever(KernelRetriever):
     """Inner-product search over the store's L2-normalised document embeddings (cosine), through
     the store's vector index: exact by default, approximate over an ANN store (its candidates
     are scored and ordered the same way).

@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.params import Params, param
+from retrievers.ranking import pair_key
 
 __all__ = [
     "NORMALIZATIONS",
@@ -84,7 +85,7 @@ def ranked(scores: Mapping[Item, float], limit: int | None = None) -> list[tuple
     for item, score in scores.items():
         if not math.isfinite(score):
             raise ValueError(f"score of {item!r} is {score}; fused scores must be finite")
-    order = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+    order = sorted(scores.items(), key=pair_key)
     return order if limit is None else order[:limit]
 
 

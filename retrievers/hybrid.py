@@ -72,7 +72,7 @@ from retrievers.fusion import (
     convex_combination,
     reciprocal_rank_fusion,
 )
-from retrievers.kernel import Candidates, Retriever, RetrieverParams
+from retrievers.kernel import Candidates, KernelRetriever, RetrieverParams
 from retrievers.params import param
 from retrievers.parents import resolve_parents
 from retrievers.types import RetrievalResult
@@ -126,7 +126,7 @@ class HybridParams(ContextParams, RetrieverParams):
             )
 
 
-class HybridRetriever(Retriever):
+class HybridRetriever(KernelRetriever):
     """Dense + BM25 retrieval fused by weighted RRF (default) or score fusion; see the module
     docstring. ``embedder`` must be the one the store was built with (it may be None only when
     ``keyword_weight`` is 1, which runs BM25 alone)."""

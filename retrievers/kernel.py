@@ -1,7 +1,7 @@
 """The retrieval kernel: what every retriever family shares, written once.
 
 A family (BM25, dense, hybrid, graph, hierarchical, multi-strategy) only says how it finds and
-scores candidates for a block of queries (:meth:`Retriever.candidates`); the kernel does the rest,
+scores candidates for a block of queries (:meth:`KernelRetriever.candidates`); the kernel does the rest,
 the same way for all of them::
 
     retrieve_batch(queries, top_k)
@@ -19,10 +19,10 @@ the same way for all of them::
 
 Scope and filters: a store view (``store.allowed``, e.g. one LoCoMo conversation) and the
 ``filters`` parameter (:class:`retrievers.filters.MetadataFilter`) give one boolean mask,
-:attr:`Retriever.mask`, computed at construction; every search of every family is restricted by
+:attr:`KernelRetriever.mask`, computed at construction; every search of every family is restricted by
 it before any top-k is taken.
 
-Vector search: families search the store's vector index through :meth:`Retriever.vector_search`
+Vector search: families search the store's vector index through :meth:`KernelRetriever.vector_search`
 (or :func:`search_vectors`), which passes the retriever's query-time ANN knobs (``ef_search``
 for an HNSW index, ``nprobe`` for IVF, ``refine_factor`` for IVF-PQ; None = the index's default)
 with the mask. A knob the store's index does not have is refused at construction; changing one
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Candidates",
-    "Retriever",
+    "KernelRetriever",
     "RetrieverParams",
     "check_embedder",
     "check_query",
@@ -212,7 +212,7 @@ class Candidates:
         return cls(np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float64), **extra)
 
 
-class Retriever:
+class KernelRetriever:
     """Base of the retriever families: the kernel (see the module docstring).
 
     Subclasses set ``Params`` (a :class:`RetrieverParams` subclass), implement :meth:`candidates`,

@@ -5,7 +5,8 @@ insertion order or on how a partial sort happened to split them. Store rows are 
 order, so breaking ties by the lower row index is breaking them by doc id, and the array
 functions here work on rows.
 
-* :func:`sort_key` / :func:`rank_results` order :class:`~retrievers.types.RetrievalResult` lists.
+* :func:`sort_key` / :func:`rank_results` order :class:`~retrievers.types.RetrievalResult` lists;
+  :func:`pair_key` orders ``(id, score)`` pairs the same way.
 * :func:`top_k_rows` partitions first (``O(n)``) and sorts only the candidates. A plain
   ``argpartition`` is not enough on its own: when equal scores straddle the partition boundary it
   keeps an arbitrary subset of them, so every item that ties with the k-th score is re-admitted
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,7 @@ __all__ = [
     "check_top_k",
     "merge_top_k",
     "order_rows",
+    "pair_key",
     "rank_results",
     "sort_key",
     "top_k_1d",
@@ -45,6 +47,19 @@ BoolArray = npt.NDArray[np.bool_]
 def sort_key(result: RetrievalResult) -> tuple[float, str]:
     """The ranking order as a sort key: score descending, then doc id ascending."""
     return (-result.score, result.doc_id)
+
+
+Id = TypeVar("Id", bound="_Comparable")
+
+
+class _Comparable(Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+def pair_key(pair: tuple[Id, float]) -> tuple[float, Id]:
+    """The same order for ``(id, score)`` pairs (a run's ``{doc_id: score}`` items, fused
+    scores): score descending, then id ascending."""
+    return (-pair[1], pair[0])
 
 
 def rank_results(results: Iterable[RetrievalResult], limit: int | None = None) -> list[RetrievalResult]:

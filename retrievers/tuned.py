@@ -194,7 +194,7 @@ def _store_config(data: Mapping[str, Any], path: Path) -> StoreConfig:
     if config.edges is not None and config.edges.llm is not None:
         raise TunedFileError(
             f"{path}: store.edges.llm calls an LLM endpoint while building; a tuned file cannot start "
-            "that: build the store yourself (retrievers.build.build_store) and pass store="
+            "that: build the store yourself (retrievers.builders.build_store) and pass store="
         )
     return config
 
@@ -275,9 +275,12 @@ def _build(
         _fit(chosen, [doc.full_text for doc in sorted(docs, key=lambda doc: doc.id)])
         if uses:
             _check_embedder(chosen, data, path, allow_embedder_mismatch)
+    # imported here, not at the top: serving from a saved store (store=) never loads a builder
+    from retrievers.builders import build_store
+
     try:
         folder = None if source_folder is None else Path(source_folder)
-        return ContextStore.build(docs, chosen, config, source_folder=folder), chosen
+        return build_store(docs, chosen, config, source_folder=folder), chosen
     except ValueError as error:
         raise TunedFileError(f"{path}: cannot build the store: {error}") from None
 

@@ -93,11 +93,6 @@ class RetrievalResult:
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
 
-def sort_key(result: RetrievalResult) -> tuple[float, str]:
-    """The one ranking order of the project: score descending, then doc id ascending."""
-    return (-result.score, result.doc_id)
-
-
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into float32, L2-normalised rows. ``name`` is a stable id used in cache keys
@@ -131,7 +126,7 @@ class Retriever(Protocol):
     - **Validated.** A nested ``Params`` dataclass (best: a :class:`retrievers.params.Params`
       subclass declaring each field with ``param()``) gets every key checked, with its range,
       when the config is validated, before any data is read.
-    - **On the kernel.** Subclass :class:`retrievers.kernel.Retriever`, set ``Params`` to a
+    - **On the kernel.** Subclass :class:`retrievers.kernel.KernelRetriever`, set ``Params`` to a
       :class:`retrievers.kernel.RetrieverParams` subclass and implement
       ``candidates(queries, vectors, depth)``: filters, scopes, chunk-to-document resolution,
       reranking, ranking order and batching come from the kernel.

@@ -18,6 +18,7 @@ import pytest
 
 from retrievers import ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
 from retrievers.baselines import BM25Retriever
+from retrievers.builders import build_store
 from retrievers.hybrid import HybridRetriever
 from retrievers.index import ExactVectorIndex, FaissVectorIndex, VectorIndexError
 from retrievers.index.ann import DEFAULT_REFINE_FACTOR, EXACT_FRACTION, default_nlist, default_pq_m
@@ -409,7 +410,7 @@ def embedder() -> TfidfEmbedder:
 
 
 def _store(embedder: TfidfEmbedder, kind: str, **extra: Any) -> ContextStore:
-    return ContextStore.build(
+    return build_store(
         _documents(), embedder, StoreConfig.from_dict({"vector_index": {"kind": kind, **extra}})
     )
 
@@ -439,7 +440,7 @@ def test_the_store_builds_saves_and_maps_its_index(
             r.doc_id in {d.id for d in view.documents if d.metadata["group"] == "g1"} for r in results
         )
     # an exact store has no index file and its vectors are the exact index
-    exact = ContextStore.build(_documents(), embedder, StoreConfig())
+    exact = build_store(_documents(), embedder, StoreConfig())
     exact.save(tmp_path / "exact")
     assert not (tmp_path / "exact" / "vector_index").exists()
     assert isinstance(ContextStore.load(tmp_path / "exact").vectors, ExactVectorIndex)
@@ -458,7 +459,7 @@ def test_the_store_refuses_a_damaged_or_stale_index(hnsw_store: ContextStore, tm
 
 def test_an_index_without_an_embedder_is_refused() -> None:
     with pytest.raises(ValueError, match=r"store.vector_index.kind=hnsw .*need document embeddings"):
-        ContextStore.build(_documents(), None, StoreConfig.from_dict({"vector_index": {"kind": "hnsw"}}))
+        build_store(_documents(), None, StoreConfig.from_dict({"vector_index": {"kind": "hnsw"}}))
 
 
 # --------------------------------------------------------------------------- retriever knobs
@@ -477,7 +478,7 @@ def test_retriever_knobs_are_validated_and_refused_where_they_do_not_apply(
         match=r"nprobe=4 applies to a store.vector_index.kind of ivf_flat or ivf_pq; this store's vector index is hnsw",
     ):
         DenseRetriever(hnsw_store, embedder, nprobe=4)
-    exact = ContextStore.build(_documents(), embedder, StoreConfig())
+    exact = build_store(_documents(), embedder, StoreConfig())
     with pytest.raises(
         ParamError,
         match=r"ef_search=64 applies to an approximate vector index .*this store's vector index is exact",
@@ -546,7 +547,7 @@ def test_a_hierarchical_retriever_searches_leaves_through_the_index(
 ) -> None:
     from retrievers.hierarchical import HierarchicalRetriever
 
-    store = ContextStore.build(
+    store = build_store(
         _documents(),
         embedder,
         StoreConfig.from_dict(

@@ -15,7 +15,8 @@ import pytest
 from omegaconf import OmegaConf
 
 import viking_eval
-from retrievers import BM25Retriever, ContextStore, StoreConfig, TfidfEmbedder
+from retrievers import BM25Retriever, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from viking_eval.config import ConfigError, load_settings
 from viking_eval.config.compose import compose_config, hydra_session
 from viking_eval.data import load_dataset
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrievers.kernel import Candidates, Retriever, RetrieverParams
+from retrievers.kernel import Candidates, KernelRetriever, RetrieverParams
 from retrievers.params import param
 from retrievers.types import RetrievalResult
 
@@ -64,7 +65,7 @@ class LengthParams(RetrieverParams):
     weight: float = param(1.0, low=0.0, high=10.0, doc="score = weight / (1 + length)")
 
 
-class ShortFirst(Retriever):
+class ShortFirst(KernelRetriever):
     """On the kernel: candidates() only; filters, ordering and batching come from the kernel."""
 
     Params = LengthParams
@@ -165,7 +166,7 @@ def test_evaluate_gives_the_hydra_runs_numbers(data_env: Path, tmp_path: Path) -
 def test_built_objects_and_loaded_datasets(data_env: Path, tmp_path: Path) -> None:
     dataset = load_dataset("adi")
     docs = sorted(dataset.corpus.values(), key=lambda doc: doc.id)
-    store = ContextStore.build(
+    store = build_store(
         docs, TfidfEmbedder(dim=16).fit([doc.full_text for doc in docs]), StoreConfig.from_dict({})
     )
     summary = viking_eval.evaluate(
@@ -204,7 +205,7 @@ def test_an_out_of_tree_retriever_through_target_and_evaluate(
 
     dataset = load_dataset("adi")
     docs = sorted(dataset.corpus.values(), key=lambda doc: doc.id)
-    store = ContextStore.build(docs, None, StoreConfig.from_dict({}))
+    store = build_store(docs, None, StoreConfig.from_dict({}))
     through_api = viking_eval.evaluate(
         {
             "mine": my_retrievers.WordOverlap(store),

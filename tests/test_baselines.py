@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from viking_eval.data import load_dataset
 
 pytestmark = pytest.mark.needs_data  # every test here reads a shared dataset
@@ -25,7 +26,7 @@ def store_and_embedder(adi):  # type: ignore[no-untyped-def]
     embedder = TfidfEmbedder(dim=64, seed=0).fit(
         [doc.full_text for doc in sorted(documents, key=lambda d: d.id)]
     )
-    return ContextStore.build(documents, embedder, StoreConfig()), embedder
+    return build_store(documents, embedder, StoreConfig()), embedder
 
 
 def _queries(adi) -> list[str]:  # type: ignore[no-untyped-def]
@@ -98,6 +99,6 @@ def test_bad_input(store_and_embedder) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="not the one the store was built with"):
         DenseRetriever(store, other)
     with pytest.raises(ValueError, match="empty corpus"):
-        ContextStore.build([], embedder)
+        build_store([], embedder)
     with pytest.raises(ValueError, match="duplicate document id"):
-        ContextStore.build([Document("a", "x"), Document("a", "y")], embedder)
+        build_store([Document("a", "x"), Document("a", "y")], embedder)

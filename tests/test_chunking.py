@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
-from retrievers.build.chunking import chunk_documents, chunk_text
+from retrievers.builders import build_store
+from retrievers.builders.chunking import chunk_documents, chunk_text
 from retrievers.parents import resolve_parents, search_documents
 from retrievers.store import ChunkingConfig
 from viking_eval.data import load_dataset
@@ -75,9 +76,7 @@ def _small_chunked_store() -> ContextStore:
         Document("x", "ccc ccc"),
         Document("x b", "bbb"),  # sorts before "x#0" (space < '#'): row order is not parent order
     ]
-    return ContextStore.build(
-        docs, CountEmbedder(), StoreConfig.from_dict({"chunking": {"size": 2, "overlap": 1}})
-    )
+    return build_store(docs, CountEmbedder(), StoreConfig.from_dict({"chunking": {"size": 2, "overlap": 1}}))
 
 
 def test_chunked_store_rows_parents_and_round_trip(tmp_path: Path) -> None:
@@ -101,7 +100,7 @@ def test_chunked_store_rows_parents_and_round_trip(tmp_path: Path) -> None:
 def test_unchunked_store_has_identity_parents() -> None:
     assert StoreConfig().to_dict()["chunking"] is None
     assert StoreConfig.from_dict({"chunking": {"size": 8}}).to_dict()["chunking"] == {"size": 8, "overlap": 0}
-    store = ContextStore.build([Document("b", "bbb"), Document("a", "aaa")], CountEmbedder())
+    store = build_store([Document("b", "bbb"), Document("a", "aaa")], CountEmbedder())
     assert not store.chunked and store.parent_ids == store.doc_ids == ["a", "b"]
     assert store.parent_of.tolist() == [0, 1]
 
@@ -141,9 +140,7 @@ def adi_chunked(shared_datasets: Path):  # type: ignore[no-untyped-def]
     adi = load_dataset(str(shared_datasets / "adi"), "test")
     documents = list(adi.corpus.values())
     embedder = TfidfEmbedder(dim=32, seed=0).fit([d.full_text for d in sorted(documents, key=lambda d: d.id)])
-    store = ContextStore.build(
-        documents, embedder, StoreConfig.from_dict({"chunking": {"size": 12, "overlap": 4}})
-    )
+    store = build_store(documents, embedder, StoreConfig.from_dict({"chunking": {"size": 12, "overlap": 4}}))
     return adi, store, embedder
 
 

@@ -15,7 +15,8 @@ import pytest
 from conftest import ChatServer, unreachable_url
 
 from retrievers import ContextStore, Document, Edge, StoreConfig, TfidfEmbedder
-from retrievers.build.edges import build_edges
+from retrievers.builders import build_store
+from retrievers.builders.edges import build_edges
 from retrievers.store.edges import (
     EdgeConfig,
     EdgeSet,
@@ -326,7 +327,7 @@ def test_store_builds_saves_loads_and_scopes_edges(tmp_path: Path) -> None:
     )
     assert StoreConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     embedder = TfidfEmbedder(dim=2).fit([doc.full_text for doc in documents])
-    store = ContextStore.build(documents, embedder, config)
+    store = build_store(documents, embedder, config)
     assert store.edges is not None and store.edges.report["dropped"] == {"references.unknown_id": 1}
     assert store.build_seconds["edges"] >= 0
     store.save(tmp_path / "store")
@@ -336,7 +337,7 @@ def test_store_builds_saves_loads_and_scopes_edges(tmp_path: Path) -> None:
     assert loaded.config == store.config
     view = loaded.restricted(loaded.metadata_mask("conv", "1"))
     assert view.edges is loaded.edges  # views share every component
-    assert ContextStore.build(documents, embedder, StoreConfig()).edges is None
+    assert build_store(documents, embedder, StoreConfig()).edges is None
 
 
 @pytest.mark.needs_data
@@ -523,7 +524,7 @@ def test_llm_unreachable_server_stops_the_build_and_caches_nothing(tmp_path: Pat
     )
     embedder = TfidfEmbedder(dim=2).fit([doc.full_text for doc in LLM_DOCS])
     with pytest.raises(RuntimeError, match="cannot reach"):
-        ContextStore.build(LLM_DOCS, embedder, config)
+        build_store(LLM_DOCS, embedder, config)
 
 
 def test_llm_edges_in_the_store_round_trip(llm_server: ChatServer, tmp_path: Path) -> None:
@@ -534,7 +535,7 @@ def test_llm_edges_in_the_store_round_trip(llm_server: ChatServer, tmp_path: Pat
     assert StoreConfig.from_dict({"edges": {"sequence": {}}}).to_dict()["edges"]["llm"] is None
     assert StoreConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     embedder = TfidfEmbedder(dim=2).fit([doc.full_text for doc in LLM_DOCS])
-    store = ContextStore.build(LLM_DOCS, embedder, config)
+    store = build_store(LLM_DOCS, embedder, config)
     store.save(tmp_path / "store")
     loaded = ContextStore.load(tmp_path / "store")
     assert loaded.edges is not None and loaded.edges.relation_counts() == {"elaborates": 3, "references": 3}

@@ -15,6 +15,7 @@ import pytest
 
 import viking_eval.cache as cache_module
 from retrievers import ContextStore, Document
+from retrievers.builders import build_store
 from retrievers.types import EncodeKind
 from viking_eval.cache import ArtifactCache, CachedEmbedder, clear_memo
 
@@ -104,15 +105,13 @@ def test_a_corpus_cached_whole_by_an_earlier_version_is_found(
 def test_a_store_build_resumes_and_writes_rows_into_its_memory_mapped_file(tmp_path: Path) -> None:
     docs = [Document(f"d{i:02d}", text) for i, text in enumerate(TEXTS)]
     with pytest.raises(Crash):
-        ContextStore.build(
+        build_store(
             docs,
             CachedEmbedder(CountingEmbedder(crash_after=3), ArtifactCache(tmp_path / "c")),
             folder=tmp_path / "s1",
         )
     rerun = CountingEmbedder()
-    store = ContextStore.build(
-        docs, CachedEmbedder(rerun, ArtifactCache(tmp_path / "c")), folder=tmp_path / "s2"
-    )
+    store = build_store(docs, CachedEmbedder(rerun, ArtifactCache(tmp_path / "c")), folder=tmp_path / "s2")
     assert len(rerun.encoded) == 19 - 4  # part 1 was cached before the crash
     assert isinstance(store.embeddings, np.memmap)
     assert np.array_equal(store.embeddings, expected(TEXTS))

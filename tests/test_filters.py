@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from retrievers import ContextStore, Document, StoreConfig
+from retrievers.builders import build_store
 from retrievers.filters import FilterWarning, MetadataFilter, TimeWindow, filter_mask
 
 
@@ -30,7 +31,7 @@ DOCS = [
 
 @pytest.fixture(scope="module")
 def store() -> ContextStore:
-    return ContextStore.build(DOCS, OneHot())
+    return build_store(DOCS, OneHot())
 
 
 def mask(store: ContextStore, values: dict) -> list[str]:  # type: ignore[type-arg]
@@ -70,7 +71,7 @@ def test_conditions_that_cannot_match_warn_and_match_nothing(store: ContextStore
 
 def test_chunks_pass_a_doc_id_filter_through_their_parent() -> None:
     docs = [Document("p", "one two three four"), Document("q", "five six")]
-    chunked = ContextStore.build(docs, OneHot(), StoreConfig.from_dict({"chunking": {"size": 2}}))
+    chunked = build_store(docs, OneHot(), StoreConfig.from_dict({"chunking": {"size": 2}}))
     assert chunked.doc_ids == ["p#0", "p#1", "q#0"]
     assert mask(chunked, {"doc_ids": ["p"]}) == ["p#0", "p#1"]
     assert mask(chunked, {"doc_ids": ["q#0"]}) == ["q#0"]

@@ -25,6 +25,7 @@ from retrievers import (
     StoreConfig,
     TfidfEmbedder,
 )
+from retrievers.builders import build_store
 from retrievers.graph import GraphParams, GraphRetriever
 from retrievers.store.edges import EdgeSet
 from viking_eval.data import load_dataset
@@ -55,12 +56,12 @@ def hand_store(
     cosines: dict[str, float], edges: list[Edge], metadata: dict[str, dict[str, str]] | None = None
 ) -> tuple[ContextStore, HandEmbedder]:
     embedder = HandEmbedder(cosines)
-    store = ContextStore.build(
+    store = build_store(
         [Document(doc_id, _text(doc_id), metadata=(metadata or {}).get(doc_id, {})) for doc_id in cosines],
         embedder,
         StoreConfig(timestamps=None),
     )
-    store.edges = EdgeSet.from_edges(edges, store.row_of)
+    store = store.with_parts(edges=EdgeSet.from_edges(edges, store.row_of))
     return store, embedder
 
 
@@ -421,7 +422,7 @@ def test_keyword_seeds_are_fused_by_weighted_rrf() -> None:
     embedder.table["zebra"] = [1.0, 0.0]
     documents = [Document("a", _text("a")), Document("b", _text("b")), Document("z", "zebra " + _text("z"))]
     embedder.table["zebra " + _text("z")] = embedder.table.pop(_text("z"))
-    store = ContextStore.build(documents, embedder, StoreConfig(timestamps=None))
+    store = build_store(documents, embedder, StoreConfig(timestamps=None))
     retriever = walks_only(store, embedder, seed_top_k=2, seed_keyword_weight=0.5)
     results = retriever.retrieve("zebra", 10)
     # vector ranks a 1, b 2; BM25 finds only z (rank 1); fused, times 61:
@@ -482,9 +483,9 @@ def chunked_store(edges: list[Edge]) -> tuple[ContextStore, ChunkEmbedder]:
     embedder = ChunkEmbedder({"aa aa": 0.75, "bb bb": 0.125, "cc cc": 0.125, "dd dd": 0.5})
     documents = [Document("A", "aa aa bb bb"), Document("B", "cc cc"), Document("C", "dd dd")]
     config = StoreConfig.from_dict({"timestamps": None, "chunking": {"size": 2, "overlap": 0}})
-    store = ContextStore.build(documents, embedder, config)
+    store = build_store(documents, embedder, config)
     assert store.doc_ids == ["A#0", "A#1", "B#0", "C#0"]
-    store.edges = EdgeSet.from_edges(edges, store.row_of)
+    store = store.with_parts(edges=EdgeSet.from_edges(edges, store.row_of))
     return store, embedder
 
 
@@ -720,7 +721,7 @@ def cisi(shared_datasets: Path):  # type: ignore[no-untyped-def]
     documents = sorted(dataset.corpus.values(), key=lambda doc: doc.id)
     embedder = TfidfEmbedder(dim=64, seed=0).fit([doc.full_text for doc in documents])
     config = StoreConfig.from_dict({"edges": {"references": {"fields": ["xrefs"]}}})
-    store = ContextStore.build(documents, embedder, config)
+    store = build_store(documents, embedder, config)
     return store, embedder, [query.text for query in dataset.queries.values()][:40]
 
 
@@ -777,7 +778,7 @@ def test_without_edges_it_is_vector_search_over_the_seeds(cisi) -> None:  # type
     )
     dense = DenseRetriever(bare, embedder)
     for edges in (None, EdgeSet.from_edges([], bare.row_of)):
-        bare.edges = edges
+        bare = bare.with_parts(edges=edges)
         retriever = walks_only(bare, embedder, seed_top_k=15, relation_filter=["references"])
         for query in queries[:5]:
             got = retriever.retrieve(query, 100)

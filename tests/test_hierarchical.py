@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from retrievers import ContextNode, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
-from retrievers.build.hierarchy import embed_directories
+from retrievers.builders import build_store
+from retrievers.builders.hierarchy import embed_directories
 from retrievers.hierarchical import HierarchicalParams, HierarchicalRetriever
 from retrievers.types import EncodeKind
 from viking_eval.data import load_dataset
@@ -63,14 +64,14 @@ def small_store() -> tuple[ContextStore, TableEmbedder]:
     """The tree drawn above, over four documents (also used by test_hierarchical_rerank)."""
     embedder = TableEmbedder(TABLE)
     docs = [Document(id=name, text=f"doc {name}") for name in ("a1", "a2", "b1", "b2")]
-    store = ContextStore.build(docs, embedder, StoreConfig())
+    store = build_store(docs, embedder, StoreConfig())
     nodes = [
         ContextNode(R, 0, None, abstract="root abstract"),
         ContextNode(f"{R}/a", 0, R, abstract="about a"),
         ContextNode(f"{R}/b", 0, R, abstract="about b"),
         *(ContextNode(f"{R}/{d[0]}/{d}", 2, f"{R}/{d[0]}", doc_id=d) for d in ("a1", "a2", "b1", "b2")),
     ]
-    store.tree = embed_directories(nodes, embedder, store.embeddings, store.row_of)
+    store = store.with_parts(tree=embed_directories(nodes, embedder, store.embeddings, store.row_of))
     return store, embedder
 
 
@@ -251,9 +252,17 @@ def test_chunked_store_answers_with_documents() -> None:
         Document(id=chunk, text=f"chunk {chunk}", metadata={"parent_id": chunk[0]})
         for chunk in ("A#0", "A#1", "B#0")
     ]
-    store = ContextStore.build(chunks, embedder, StoreConfig())
-    store.set_parents(
-        [Document(id="A", text="all of A"), Document(id="B", text="all of B")], np.asarray([0, 0, 1])
+    rows = build_store(chunks, embedder, StoreConfig())
+    store = ContextStore(
+        rows.documents,
+        rows.embeddings,
+        rows.bm25,
+        embedder_name=rows.embedder_name,
+        config=rows.config,
+        parents=(
+            [Document(id="A", text="all of A"), Document(id="B", text="all of B")],
+            np.asarray([0, 0, 1]),
+        ),
     )
     nodes = [
         ContextNode(R, 0, None, abstract="root abstract"),
@@ -263,7 +272,7 @@ def test_chunked_store_answers_with_documents() -> None:
         ContextNode(f"{R}/x/B#0", 2, f"{R}/x", doc_id="B#0"),
         ContextNode(f"{R}/y/A#1", 2, f"{R}/y", doc_id="A#1"),
     ]
-    store.tree = embed_directories(nodes, embedder, store.embeddings, store.row_of)
+    store = store.with_parts(tree=embed_directories(nodes, embedder, store.embeddings, store.row_of))
     retriever = HierarchicalRetriever(store, embedder, global_search_topk=3, max_convergence_rounds=None)
     results = retriever.retrieve("q", 5)
     # pop y (.75): A#1 = .5*.5 + .5*.75 = .625; pop x (.5): A#0 = .375, B#0 = .5*1 + .5*.5 = .75.
@@ -331,7 +340,7 @@ def test_bad_parameters_and_inputs(small) -> None:  # type: ignore[no-untyped-de
         retriever.search(["q"])  # type: ignore[arg-type]
     (candidates,) = retriever.candidates(["q"], embedder.encode(["q"], kind="query"), 2)
     assert sorted(store.doc_ids[row] for row in candidates.rows) == ["a1", "a2", "b1", "b2"]
-    plain = ContextStore.build([Document(id="a1", text="doc a1")], embedder, StoreConfig())
+    plain = build_store([Document(id="a1", text="doc a1")], embedder, StoreConfig())
     with pytest.raises(ValueError, match="the store has no context tree"):
         HierarchicalRetriever(plain, embedder)
     with pytest.raises(ValueError, match="needs an embedder"):
@@ -349,7 +358,7 @@ def adi(shared_datasets: Path):  # type: ignore[no-untyped-def]
     config = StoreConfig.from_dict(
         {"hierarchy": {"builder": "kmeans", "branching_factor": 4, "max_leaf_size": 8}}
     )
-    store = ContextStore.build(documents, embedder, config)
+    store = build_store(documents, embedder, config)
     return store, embedder, [query.text for query in dataset.queries.values()]
 
 

@@ -12,7 +12,7 @@ import pytest
 from test_hierarchical import R, TableEmbedder, scored, small_store  # tests/ is on sys.path (no package)
 
 from retrievers import ContextNode, ContextStore
-from retrievers.build.hierarchy import embed_directories
+from retrievers.builders.hierarchy import embed_directories
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.types import RetrievalResult
 
@@ -167,8 +167,8 @@ def test_empty_texts_are_not_sent(small) -> None:  # type: ignore[no-untyped-def
         )
         for node in tree.nodes
     ]
-    store.tree = embed_directories(
-        nodes, embedder, store.embeddings, store.row_of, directory_vector="centroid"
+    store = store.with_parts(
+        tree=embed_directories(nodes, embedder, store.embeddings, store.row_of, directory_vector="centroid")
     )
     reranker = TableReranker()
     results = HierarchicalRetriever(store, embedder, reranker=reranker, **COMMON).retrieve("q", 4)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from retrievers import ContextStore, Document, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.hierarchical import (
     ContextType,
     HierarchicalRetriever,
@@ -63,7 +64,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> ContextStore:
         }
     )
     embedder = TfidfEmbedder(dim=8).fit([doc.full_text for doc in docs])
-    built = ContextStore.build(docs, embedder, config, source_folder=folder)
+    built = build_store(docs, embedder, config, source_folder=folder)
     built.test_embedder = embedder  # type: ignore[attr-defined]
     return built
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from retrievers import ContextNode, ContextStore, Document, StoreConfig, TfidfEmbedder
-from retrievers.build.hierarchy import embed_directories, kmeans_nodes, spherical_kmeans
+from retrievers.builders import build_store
+from retrievers.builders.hierarchy import embed_directories, kmeans_nodes, spherical_kmeans
 from retrievers.store.tree import ContextTree, HierarchyConfig, TreeError, context_type_of
 from retrievers.types import EncodeKind
 
@@ -245,7 +246,7 @@ def test_metadata_path_builder_with_summaries(tmp_path: Path) -> None:
         }
     )
     embedder = TfidfEmbedder(dim=4).fit([doc.full_text for doc in docs])
-    store = ContextStore.build(docs, embedder, config, source_folder=folder)
+    store = build_store(docs, embedder, config, source_folder=folder)
     tree = store.tree
     assert tree is not None
     by_uri = {node.uri: node for node in tree.nodes}
@@ -279,20 +280,18 @@ def test_metadata_path_errors(tmp_path: Path) -> None:
         "path_keys": ["conv", "session"],
     }
     with pytest.raises(TreeError, match=r"document 'c1_s1_t1' has no metadata key 'speaker'"):
-        ContextStore.build(
-            docs, embedder, StoreConfig.from_dict({"hierarchy": {**base, "path_keys": ["speaker"]}})
-        )
+        build_store(docs, embedder, StoreConfig.from_dict({"hierarchy": {**base, "path_keys": ["speaker"]}}))
     with pytest.raises(TreeError, match="needs the dataset folder"):
-        ContextStore.build(
+        build_store(
             docs, embedder, StoreConfig.from_dict({"hierarchy": {**base, "summaries_file": "sessions.jsonl"}})
         )
     bad = {**base, "summaries_file": "sessions.jsonl", "abstract_template": "{weather}"}
     with pytest.raises(TreeError, match=r"sessions.jsonl:1: template '\{weather\}' cannot be filled"):
-        ContextStore.build(docs, embedder, StoreConfig.from_dict({"hierarchy": bad}), source_folder=folder)
+        build_store(docs, embedder, StoreConfig.from_dict({"hierarchy": bad}), source_folder=folder)
     (folder / "broken.jsonl").write_text('{"conv": "c1", "session": 1}\nnot json\n')
     broken = {**base, "summaries_file": "broken.jsonl"}
     with pytest.raises(TreeError, match=r"broken\.jsonl:2: not valid JSON"):
-        ContextStore.build(docs, embedder, StoreConfig.from_dict({"hierarchy": broken}), source_folder=folder)
+        build_store(docs, embedder, StoreConfig.from_dict({"hierarchy": broken}), source_folder=folder)
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from conftest import unreachable_url
 
+from retrievers.builders import build_store
 from retrievers.embedders import OpenAIEmbedder
 from retrievers.http import EndpointError, JsonEndpoint, server_message
 from retrievers.params import ParamError
@@ -558,12 +559,12 @@ def test_remote_embedder_and_reranker_through_the_kernel(
 ) -> None:
     """A store built with the remote embedder, a dense retriever reranked by the remote reranker;
     when the reranker's answer misses a document, the first-stage order stays, and says why."""
-    from retrievers import ContextStore, DenseRetriever, Document, StoreConfig
+    from retrievers import DenseRetriever, Document, StoreConfig
 
     texts = ["red apple", "green apple pie", "blue sky", "apple"]
     docs = [Document(id=f"d{i}", text=text) for i, text in enumerate(texts)]
     remote, _ = embedder(embed_server)
-    store = ContextStore.build(docs, remote, StoreConfig.from_dict({}))
+    store = build_store(docs, remote, StoreConfig.from_dict({}))
     plain = DenseRetriever(store, remote).retrieve("apple pie", 4)
     client, _ = reranker(rerank_server, max_retries=0)
     reranked = DenseRetriever(store, remote, reranker=client).retrieve("apple pie", 4)

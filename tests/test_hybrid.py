@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from retrievers import BM25Retriever, ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.filters import FilterWarning
 from retrievers.hybrid import HybridRetriever
 from retrievers.types import EncodeKind, RetrievalResult
@@ -48,7 +49,7 @@ class TableEmbedder:
 
 @pytest.fixture(scope="module")
 def small() -> ContextStore:
-    return ContextStore.build(DOCS, TableEmbedder())
+    return build_store(DOCS, TableEmbedder())
 
 
 def scored(results: list[RetrievalResult]) -> list[tuple[str, float]]:
@@ -254,7 +255,7 @@ def test_chunks_resolve_to_their_parent_with_the_best_chunk_score() -> None:
         Document("long", "apple one two three four five six seven eight nine ten apple apple"),
         Document("short", "apple"),
     ]
-    store = ContextStore.build(docs, TableEmbedder(), StoreConfig.from_dict({"chunking": {"size": 4}}))
+    store = build_store(docs, TableEmbedder(), StoreConfig.from_dict({"chunking": {"size": 4}}))
     assert store.doc_ids == ["long#0", "long#1", "long#2", "long#3", "short#0"]
     retriever = HybridRetriever(store, None, keyword_weight=1.0)  # BM25 alone: ranks are easy to read
     results = retriever.retrieve("apple", 5)
@@ -279,7 +280,7 @@ def test_punctuation_and_operators_are_not_query_syntax() -> None:
         Document("p3", "NOT a gene"),
     ]
     embedder = TfidfEmbedder(dim=2, seed=0).fit([doc.full_text for doc in docs])
-    store = ContextStore.build(docs, embedder)
+    store = build_store(docs, embedder)
     results = HybridRetriever(store, embedder).retrieve("what's NOT (p53)?", 3)
     assert results[0].doc_id == "p1"
     assert results[0].provenance["legs"]["keyword"]["rank"] == 0  # BM25 found it: what OR p53
@@ -338,8 +339,8 @@ def adi(shared_datasets: Path):  # type: ignore[no-untyped-def]
     dataset = load_dataset(str(shared_datasets / "adi"), "test")
     documents = list(dataset.corpus.values())
     embedder = TfidfEmbedder(dim=64, seed=0).fit([d.full_text for d in sorted(documents, key=lambda d: d.id)])
-    store = ContextStore.build(documents, embedder)
-    chunked = ContextStore.build(
+    store = build_store(documents, embedder)
+    chunked = build_store(
         documents, embedder, StoreConfig.from_dict({"chunking": {"size": 16, "overlap": 4}})
     )
     return [query.text for query in dataset.queries.values()], store, chunked, embedder
@@ -383,9 +384,11 @@ def _chained(store: ContextStore) -> ContextStore:
     from retrievers.store.edges import EdgeSet
     from retrievers.types import Edge
 
-    chained = ContextStore.build(DOCS, TableEmbedder())
+    chained = build_store(DOCS, TableEmbedder())
     pairs = [("d1", "d2"), ("d2", "d3"), ("d3", "d4")]
-    chained.edges = EdgeSet.from_edges([Edge(a, b, "sequence", 1.0, "") for a, b in pairs], chained.row_of)
+    chained = chained.with_parts(
+        edges=EdgeSet.from_edges([Edge(a, b, "sequence", 1.0, "") for a, b in pairs], chained.row_of)
+    )
     return chained
 
 

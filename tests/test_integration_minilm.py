@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from retrievers import ContextStore, DenseRetriever
+from retrievers import DenseRetriever
+from retrievers.builders import build_store
 from retrievers.embedders import SentenceTransformerEmbedder
 from viking_eval.config import load_settings
 from viking_eval.data import load_dataset
@@ -41,7 +42,7 @@ def test_minilm_batch_and_single_rankings_agree(shared_datasets: Path) -> None:
     embedders and is tested with TF-IDF in test_baselines.py)."""
     dataset = load_dataset(str(shared_datasets / "adi"))
     embedder = SentenceTransformerEmbedder()
-    store = ContextStore.build(dataset.corpus.values(), embedder)
+    store = build_store(dataset.corpus.values(), embedder)
     retriever = DenseRetriever(store, embedder)
     queries = [query.text for query in dataset.queries.values()]
     batch = retriever.retrieve_batch(queries, 10)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from conftest import ChatServer
 
-from retrievers import ContextNode, ContextStore, Document, StoreConfig
-from retrievers.build.hierarchy import embed_directories
+from retrievers import ContextNode, Document, StoreConfig
+from retrievers.builders import build_store
+from retrievers.builders.hierarchy import embed_directories
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.hierarchical.intent import (
     ContextType,
@@ -60,7 +61,7 @@ class QueryEmbedder:
 def three_roots() -> HierarchicalRetriever:
     embedder = QueryEmbedder()
     docs = [Document(id=name, text=f"doc {name}") for name in ("m1", "r1", "s1")]
-    store = ContextStore.build(docs, embedder, StoreConfig())
+    store = build_store(docs, embedder, StoreConfig())
     nodes = [
         ContextNode(MEM, 0, None, abstract="mem root"),
         ContextNode(RES, 0, None, abstract="res root"),
@@ -69,7 +70,7 @@ def three_roots() -> HierarchicalRetriever:
         ContextNode(f"{RES}/r1", 2, RES, abstract="r1 resource", doc_id="r1"),
         ContextNode(f"{SKL}/s1", 2, SKL, abstract="s1 skill", doc_id="s1"),
     ]
-    store.tree = embed_directories(nodes, embedder, store.embeddings, store.row_of)
+    store = store.with_parts(tree=embed_directories(nodes, embedder, store.embeddings, store.row_of))
     return HierarchicalRetriever(store, embedder, max_convergence_rounds=None)
 
 

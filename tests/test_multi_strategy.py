@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from retrievers import BM25Retriever, ChunkingConfig, ContextStore, Document, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.fusion import consensus_fuse
 from retrievers.multi_strategy import (
     DEFAULT_WEIGHTS,
@@ -74,7 +75,7 @@ REFERENCE = ts(2023, 6, 30)  # the latest time in the store (n1)
 
 @pytest.fixture(scope="module")
 def store() -> ContextStore:
-    return ContextStore.build(DOCS, AxisEmbedder())
+    return build_store(DOCS, AxisEmbedder())
 
 
 def only(strategy: str, **params: object) -> dict[str, object]:
@@ -199,9 +200,11 @@ def chained(store: ContextStore) -> ContextStore:
     from retrievers.store.edges import EdgeSet
     from retrievers.types import Edge
 
-    built = ContextStore.build(DOCS, AxisEmbedder())
-    built.edges = EdgeSet.from_edges(
-        [Edge("c1", "c2", "sequence", 1.0, ""), Edge("c2", "c3", "sequence", 1.0, "")], built.row_of
+    built = build_store(DOCS, AxisEmbedder())
+    built = built.with_parts(
+        edges=EdgeSet.from_edges(
+            [Edge("c1", "c2", "sequence", 1.0, ""), Edge("c2", "c3", "sequence", 1.0, "")], built.row_of
+        )
     )
     return built
 
@@ -441,7 +444,7 @@ def test_a_store_of_one_chunk_per_document_ranks_like_the_documents(
 ) -> None:
     """Chunks become their documents: with one chunk per document (chunks longer than any text)
     every strategy ranks the documents exactly as over the unchunked store."""
-    chunked = ContextStore.build(DOCS, AxisEmbedder(), StoreConfig(chunking=ChunkingConfig(size=1000)))
+    chunked = build_store(DOCS, AxisEmbedder(), StoreConfig(chunking=ChunkingConfig(size=1000)))
     assert chunked.chunked
     params: dict[str, Any] = {} if strategy == "all" else only(strategy, **extra)
     plain = MultiStrategyRetriever(store, AxisEmbedder(), **params)
@@ -453,9 +456,7 @@ def test_a_store_of_one_chunk_per_document_ranks_like_the_documents(
 
 
 def test_small_chunks_give_each_document_once_with_its_best_chunk(store: ContextStore) -> None:
-    chunked = ContextStore.build(
-        DOCS, AxisEmbedder(), StoreConfig(chunking=ChunkingConfig(size=2, overlap=1))
-    )
+    chunked = build_store(DOCS, AxisEmbedder(), StoreConfig(chunking=ChunkingConfig(size=2, overlap=1)))
     retriever = MultiStrategyRetriever(chunked, AxisEmbedder(), **only("semantic"))
     results = retriever.retrieve("coffee", 10)
     # "hiking again, then coffee": its chunk "then coffee" is all coffee (cos 1), like p1's "prefers coffee"
@@ -636,7 +637,7 @@ def locomo_small(shared_datasets: Path) -> tuple[ContextStore, TfidfEmbedder, li
         "What happened last week?",
         "What did Melanie paint in 2022?",
     ]
-    return ContextStore.build(documents, embedder), embedder, queries
+    return build_store(documents, embedder), embedder, queries
 
 
 @pytest.fixture(scope="module")
@@ -649,7 +650,7 @@ def cosqa_small(shared_datasets: Path) -> tuple[ContextStore, TfidfEmbedder, lis
         "where is writeBoolean",
         "parse_args in argparse",
     ]
-    return ContextStore.build(documents, embedder), embedder, queries
+    return build_store(documents, embedder), embedder, queries
 
 
 @pytest.mark.needs_data
@@ -783,7 +784,7 @@ def test_constructor_checks(store: ContextStore) -> None:
 
 
 def test_temporal_is_skipped_without_timestamps(store: ContextStore) -> None:
-    untimed = ContextStore.build(DOCS, AxisEmbedder(), StoreConfig(timestamps=None))
+    untimed = build_store(DOCS, AxisEmbedder(), StoreConfig(timestamps=None))
     results = MultiStrategyRetriever(untimed, AxisEmbedder()).retrieve("When did I go hiking?", 3)
     assert results and results[0].provenance["skipped"] == {
         "temporal": "the store was built without timestamps (store.timestamps is off)"

@@ -21,6 +21,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from retrievers import ContextStore, Document, RetrievalResult, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "retriever"
 CONFIGS = sorted(path.stem for path in CONF.glob("*.yaml"))
@@ -99,14 +100,14 @@ VECTOR_INDEXES = ["exact", "hnsw"]
 
 @pytest.fixture(scope="module", params=VECTOR_INDEXES)
 def store(embedder: TfidfEmbedder, request: pytest.FixtureRequest) -> ContextStore:
-    return ContextStore.build(
+    return build_store(
         _corpus(), embedder, StoreConfig.from_dict({**STORE, "vector_index": {"kind": request.param}})
     )
 
 
 @pytest.fixture(scope="module", params=VECTOR_INDEXES)
 def chunked(embedder: TfidfEmbedder, request: pytest.FixtureRequest) -> ContextStore:
-    return ContextStore.build(
+    return build_store(
         _corpus(),
         embedder,
         StoreConfig.from_dict(

@@ -12,6 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from retrievers import BM25Retriever, ContextStore, Document, HybridRetriever, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.params import ParamError
 from retrievers.run_file import RunFileError, RunFileRetriever, read_run_file
 from viking_eval.config import ConfigError, load_settings
@@ -34,7 +35,7 @@ QUERIES = {"q1": "apple banana", "q2": "grape lemon", "q3": "mango"}
 @pytest.fixture(scope="module")
 def store() -> ContextStore:
     embedder = TfidfEmbedder(dim=4, seed=0).fit([doc.full_text for doc in DOCS])
-    return ContextStore.build(DOCS, embedder, StoreConfig.from_dict({}))
+    return build_store(DOCS, embedder, StoreConfig.from_dict({}))
 
 
 def _write(path: Path, text: str) -> Path:

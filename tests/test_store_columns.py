@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from retrievers import ContextStore, Document, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.store import STORE_FORMAT, ContextTree
 from retrievers.store.columns import (
     DocumentColumns,
@@ -112,7 +113,7 @@ def _documents() -> list[Document]:
 
 
 def _lexical_store(docs: list[Document]) -> ContextStore:
-    return ContextStore.build(docs, None, StoreConfig(timestamps=None))
+    return build_store(docs, None, StoreConfig(timestamps=None))
 
 
 def test_documents_round_trip_through_a_saved_store(tmp_path: Path) -> None:
@@ -198,7 +199,7 @@ def test_tree_nodes_round_trip_and_leaf_rows_come_from_the_saved_file(tmp_path: 
     rows = tree.leaf_rows(store.row_of)
     assert rows.tolist() == [-1 if node.doc_id is None else store.row_of[node.doc_id] for node in ordered]
     assert tree.leaf_rows({doc.id: i for i, doc in enumerate(docs)}).tolist() == rows.tolist()  # a dict too
-    store.tree = tree
+    store = store.with_parts(tree=tree)
     store.save(tmp_path / "s")
     assert (tmp_path / "s" / "tree" / "leaf_rows.npy").is_file()
     loaded = ContextStore.load(tmp_path / "s")
@@ -223,9 +224,9 @@ def test_a_store_built_into_its_folder_equals_one_built_in_memory(tmp_path: Path
     config = StoreConfig.from_dict(
         {"hierarchy": {"builder": "kmeans", "max_leaf_size": 16, "overview": False}, "chunking": {"size": 4}}
     )
-    in_memory = ContextStore.build(docs, embedder, config)
+    in_memory = build_store(docs, embedder, config)
     folder = tmp_path / "built"
-    streamed = ContextStore.build(docs, embedder, config, folder=folder)
+    streamed = build_store(docs, embedder, config, folder=folder)
     assert isinstance(streamed.embeddings, np.memmap) and isinstance(streamed.documents.texts.blob, np.memmap)
     assert (folder / "store.json").is_file()
     in_memory.save(tmp_path / "saved")
@@ -247,7 +248,7 @@ def test_a_store_built_into_its_folder_equals_one_built_in_memory(tmp_path: Path
 def test_a_loaded_store_saved_elsewhere_copies_its_embeddings_file(tmp_path: Path) -> None:
     docs = [Document(f"d{i:02d}", f"words {i} here and there") for i in range(20)]
     embedder = TfidfEmbedder(dim=4, seed=0).fit([doc.text for doc in docs])
-    ContextStore.build(docs, embedder).save(tmp_path / "a")
+    build_store(docs, embedder).save(tmp_path / "a")
     loaded = ContextStore.load(tmp_path / "a")
     loaded.save(tmp_path / "b")
     assert (tmp_path / "b" / "embeddings.npy").read_bytes() == (

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from retrievers import ContextStore, Document, StoreConfig, TfidfEmbedder
+from retrievers.builders import build_store
 from retrievers.timeparse import (
     TIME_PATTERNS,
     DocumentTimes,
@@ -139,7 +140,7 @@ def test_document_times_count_everything(caplog: pytest.LogCaptureFixture) -> No
 
 def test_store_builds_saves_and_loads_times(tmp_path: Path) -> None:
     embedder = TfidfEmbedder(dim=3).fit([doc.full_text for doc in DOCS])
-    store = ContextStore.build(DOCS, embedder)
+    store = build_store(DOCS, embedder)
     assert store.config.timestamps == TimestampConfig()  # on by default
     assert store.timestamps is not None and "timestamps" in store.build_seconds
     store.save(tmp_path / "store")
@@ -160,7 +161,7 @@ def test_store_builds_saves_and_loads_times(tmp_path: Path) -> None:
 
     off = StoreConfig.from_dict({"timestamps": None})
     assert off.timestamps is None and off.to_dict()["timestamps"] is None
-    store_off = ContextStore.build(DOCS, embedder, off)
+    store_off = build_store(DOCS, embedder, off)
     store_off.save(tmp_path / "off")
     assert store_off.timestamps is None and ContextStore.load(tmp_path / "off").timestamps is None
     custom = StoreConfig.from_dict(

@@ -12,6 +12,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from retrievers import Document, TunedFileError, load_tuned
+from retrievers.builders import build_store
 from viking_eval.config import load_settings
 from viking_eval.export import ExportError, export
 from viking_eval.metrics import evaluate, parse_metrics
@@ -209,7 +210,7 @@ def test_store_built_once_saved_loaded_and_checked_against_the_tuned_settings(tm
     # TF-IDF is refitted on the store's own documents (no embedder= needed, no NotFittedError)
     served = load_tuned(path, store=store)
     assert served.retrieve("blue whale", 3) == load_tuned(path, documents=DOCS).retrieve("blue whale", 3)
-    other = ContextStore.build(DOCS, None, StoreConfig.from_dict({"bm25": {"k1": 1.2, "b": 0.4}}))
+    other = build_store(DOCS, None, StoreConfig.from_dict({"bm25": {"k1": 1.2, "b": 0.4}}))
     bm25_path = _tuned(tmp_path)
     with pytest.raises(TunedFileError, match=r"built with other settings than the tuned ones .*store.bm25"):
         load_tuned(bm25_path, store=other)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from retrievers.index import FaissVectorIndex
-from retrievers.kernel import Retriever
+from retrievers.kernel import KernelRetriever
 from retrievers.store import ContextStore
 
 __all__ = [
@@ -84,14 +84,14 @@ class AnnQuality:
     def applies(retriever: object) -> bool:
         """Whether ``retriever`` searches an approximate vector index (a kernel retriever that
         encodes queries, over a store whose index is a faiss one)."""
-        return isinstance(retriever, Retriever) and retriever.approximate_vectors
+        return isinstance(retriever, KernelRetriever) and retriever.approximate_vectors
 
     def add(self, retriever: object, texts: Sequence[str]) -> None:
         """Measure ``texts`` (queries the retriever just answered) when :meth:`applies`; encoded
         in the kernel's blocks of ``query_batch_size``, so the cached vectors are reused."""
         if not self.applies(retriever):
             return
-        assert isinstance(retriever, Retriever)
+        assert isinstance(retriever, KernelRetriever)
         started = time.perf_counter()
         index = retriever.store.vectors
         assert isinstance(index, FaissVectorIndex)

@@ -365,7 +365,7 @@ class CachedEmbedder:
     ENCODE_CHUNK)``, which encodes the same calls of :data:`ENCODE_CHUNK` texts on its workers.
 
     :meth:`encode_into` writes the rows into an array it is given (a store's memory-mapped
-    ``embeddings.npy``, :func:`retrievers.build.build_store`), holding one part at a time."""
+    ``embeddings.npy``, :func:`retrievers.builders.build_store`), holding one part at a time."""
 
     def __init__(
         self, inner: Embedder, cache: ArtifactCache, *, label: str = "", show_progress: bool | None = False

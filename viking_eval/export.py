@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 import retrievers
+from retrievers.ranking import pair_key
 from retrievers.tuned import TUNED_FORMAT
 from viking_eval import io, run_folder
 
@@ -42,7 +43,7 @@ def _short_class(target: str, what: str) -> str:
 def _best(candidates: list[tuple[str, float]], metric: str, where: Path) -> str:
     if not candidates:
         raise ExportError(f"{where}: no result holds metric {metric!r}")
-    return sorted(candidates, key=lambda pair: (-pair[1], pair[0]))[0][0]
+    return sorted(candidates, key=pair_key)[0][0]
 
 
 def _is_run(folder: Path) -> bool:

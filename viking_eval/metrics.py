@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import ir_measures
 
+from retrievers.ranking import pair_key
+
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
 
@@ -159,7 +161,7 @@ def canonical_run(run: Run, *, ignore_identical_ids: bool = False) -> dict[str, 
         for doc_id, score in items:
             if not math.isfinite(score):
                 raise ValueError(f"run score for query {query_id!r}, doc {doc_id!r} is not finite: {score}")
-        items.sort(key=lambda pair: (-pair[1], pair[0]))
+        items.sort(key=pair_key)
         count = len(items)
         ranked[query_id] = {doc_id: float(count - rank) for rank, (doc_id, _) in enumerate(items)}
     return ranked

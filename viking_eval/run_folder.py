@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from retrievers.types import RetrievalResult, sort_key
+from retrievers.ranking import sort_key
+from retrievers.types import RetrievalResult
 from viking_eval import ann_quality, io
 from viking_eval.benchmark_table import comparison_record
 from viking_eval.metrics import deeper_than_run, depth_label, depth_note

@@ -35,6 +35,7 @@ from typing import Any
 
 from hydra.utils import get_class, instantiate
 
+from retrievers.builders import build_store
 from retrievers.embedders.tfidf import CorpusFitError
 from retrievers.index.ann import code_default_knobs
 from retrievers.params import ParamError
@@ -159,7 +160,7 @@ class StoreLoader:
             start = time.perf_counter()
 
             def build(folder: Path) -> None:
-                ContextStore.build(
+                build_store(
                     self.dataset.corpus.values(),
                     CachedEmbedder(
                         self.embedder,

@@ -83,7 +83,7 @@ import numpy.typing as npt
 from retrievers.fusion import ranked, reciprocal_rank_fusion
 from retrievers.graph.params import GraphParams
 from retrievers.graph.traversal import Traversal, Walker, empty_stats
-from retrievers.kernel import Candidates, Retriever
+from retrievers.kernel import Candidates, KernelRetriever
 from retrievers.parents import resolve_parents
 from retrievers.ranking import order_rows
 
@@ -103,7 +103,7 @@ def _positions(sorted_rows: IntArray, rows: IntArray) -> tuple[IntArray, BoolArr
     return at, present
 
 
-class GraphRetriever(Retriever):
+class GraphRetriever(KernelRetriever):
     """Seed search plus multi-hop traversal of ``store.edges`` (see the module docstring)."""
 
     Params = GraphParams

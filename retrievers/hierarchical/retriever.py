@@ -39,14 +39,14 @@ from retrievers.hierarchical.matches import FindResult, MatchedContext, merge_ma
 from retrievers.hierarchical.params import HierarchicalParams
 from retrievers.hierarchical.scoring import NodeReranker, Scope, TreeIndex
 from retrievers.hierarchical.traversal import Found, Traversal, traverse
-from retrievers.kernel import Candidates, Retriever, check_query
+from retrievers.kernel import Candidates, KernelRetriever, check_query
 from retrievers.ranking import check_top_k
 from retrievers.store.tree import ContextTree
 
 __all__ = ["HierarchicalRetriever"]
 
 
-class HierarchicalRetriever(Retriever):
+class HierarchicalRetriever(KernelRetriever):
     """OpenViking's hierarchical retrieval over ``store.tree`` (see the module docstring)."""
 
     Params = HierarchicalParams

@@ -62,7 +62,7 @@ from retrievers.fusion import (
     reciprocal_rank_fusion,
     weighted_average_fusion,
 )
-from retrievers.kernel import Candidates, Retriever
+from retrievers.kernel import Candidates, KernelRetriever
 from retrievers.multi_strategy.analysis import QueryAnalysis, QueryAnalyzer
 from retrievers.multi_strategy.params import EVIDENCE, STRATEGIES, VECTOR_STRATEGIES, MultiStrategyParams
 from retrievers.multi_strategy.strategies import (
@@ -91,7 +91,7 @@ class Plan:
     skipped: dict[str, str]
 
 
-class MultiStrategyRetriever(Retriever):
+class MultiStrategyRetriever(KernelRetriever):
     """Query analysis, concurrent strategies with time limits, consensus (or RRF) fusion; see
     the module docstring. ``embedder`` must be the store's when semantic or temporal is enabled
     (``strategies``); ``self.strategies`` maps each enabled strategy's name to the object that

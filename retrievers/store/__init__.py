@@ -5,7 +5,7 @@
 * ``tree.py`` — :class:`~retrievers.store.tree.ContextTree` and its :class:`HierarchyConfig`.
 * ``edges.py`` — :class:`~retrievers.store.edges.EdgeSet` and its :class:`EdgeConfig`.
 
-Building lives in :mod:`retrievers.build`; loading a store imports none of it.
+Building lives in :mod:`retrievers.builders`; loading a store imports none of it.
 """
 
 from retrievers.store.config import BM25Config, ChunkingConfig, StoreConfig

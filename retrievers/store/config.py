@@ -63,7 +63,7 @@ class BM25Config(Params):
 
 @dataclass(frozen=True)
 class ChunkingConfig(Params):
-    """Parent-child chunks (:mod:`retrievers.build.chunking`): ``size`` whitespace tokens per
+    """Parent-child chunks (:mod:`retrievers.builders.chunking`): ``size`` whitespace tokens per
     chunk; ``overlap`` tokens shared by consecutive chunks, at most ``size - 1``."""
 
     SECTION = "store.chunking"

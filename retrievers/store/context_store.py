@@ -1,6 +1,6 @@
 """ContextStore: the built, immutable artifact every retriever reads.
 
-Built once from a corpus, an embedder and store settings (:mod:`retrievers.build`); saved to a
+Built once from a corpus, an embedder and store settings (:mod:`retrievers.builders`); saved to a
 folder of ``.npy``, JSON and bm25s files (never pickle; a faiss index file when
 ``store.vector_index`` is an ANN kind); loaded with ``mmap``. Loading imports no
 build code (no k-means, TF-IDF or LLM client). Retrievers are cheap objects over a store, so a
@@ -21,7 +21,7 @@ import copy
 import itertools
 import json
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from retrievers.store.config import StoreConfig
 from retrievers.store.edges import EdgeSet
 from retrievers.store.tree import ContextTree
 from retrievers.timeparse import DocumentTimes
-from retrievers.types import Document, Embedder
+from retrievers.types import Document
 
 __all__ = ["STORE_FORMAT", "ContextStore"]
 
@@ -48,7 +48,7 @@ class ContextStore:
     retrievers only; asking it for vectors raises a ValueError that says so.
 
     ``vector_index`` is the faiss index over the embeddings when ``config.vector_index.kind`` is
-    an ANN kind (built by :mod:`retrievers.build`, loaded by :meth:`load`); :attr:`vectors` is
+    an ANN kind (built by :mod:`retrievers.builders`, loaded by :meth:`load`); :attr:`vectors` is
     then that index and :attr:`exact_vectors` the exact one."""
 
     def __init__(
@@ -61,6 +61,11 @@ class ContextStore:
         config: StoreConfig,
         build_seconds: Mapping[str, float] | None = None,
         vector_index: FaissVectorIndex | None = None,
+        tree: ContextTree | None = None,
+        timestamps: DocumentTimes | None = None,
+        edges: EdgeSet | None = None,
+        parents: tuple[Sequence[Document], np.ndarray] | None = None,
+        check_parents: bool = True,
     ) -> None:
         columns = _columns(documents, "store documents")
         if embeddings is not None and (embeddings.ndim != 2 or embeddings.shape[0] != len(columns)):
@@ -103,11 +108,11 @@ class ContextStore:
         #: rows a search may return (None = all); set on views made by ``restricted``
         self.allowed: np.ndarray | None = None
         #: the context tree (hierarchy.py), None when ``config.hierarchy`` is None
-        self.tree: ContextTree | None = None
+        self.tree: ContextTree | None = tree
         #: epoch seconds per row and the parse report (timeparse.py); None when ``config.timestamps`` is None
-        self.timestamps: DocumentTimes | None = None
+        self.timestamps: DocumentTimes | None = timestamps
         #: typed, weighted document edges in CSR form (edges.py); None when ``config.edges`` is None
-        self.edges: EdgeSet | None = None
+        self.edges: EdgeSet | None = edges
         # part name -> (folder it lives in, the object): parts save() need not write again
         self._saved: dict[str, tuple[Path, object]] = {}
         # Parent documents (chunking.py). A chunked store's rows are chunks and these are the
@@ -117,17 +122,20 @@ class ContextStore:
         self.parent_row_of: RowIndex = self.row_of
         #: row -> index into ``parent_ids`` (int64)
         self.parent_of: np.ndarray = np.arange(len(columns), dtype=np.int64)
+        if parents is not None:
+            self._set_parents(*parents, check=check_parents)
 
     @property
     def chunked(self) -> bool:
         """Whether rows are chunks of documents (results are then resolved to documents)."""
         return self.parent_documents is not self.documents
 
-    def set_parents(self, parents: Sequence[Document], parent_of: np.ndarray, *, check: bool = True) -> None:
+    def _set_parents(self, parents: Sequence[Document], parent_of: np.ndarray, *, check: bool) -> None:
         """Declare the rows chunks of ``parents`` (sorted by id): ``parent_of[row]`` indexes
         ``parents``. Every parent must own at least one row, and each row's metadata
         ``parent_id`` (when present) must name its parent (``check=False``, for a store being
-        loaded, skips that per-row check: it held when the store was built)."""
+        loaded, skips that per-row check: it held when the store was built). Called only by
+        ``__init__``: a store is finished when made."""
         columns = _columns(parents, "parent documents")
         parent_ids = columns.ids
         mapping = np.asarray(parent_of, dtype=np.int64)
@@ -218,30 +226,29 @@ class ContextStore:
         view.allowed = mask
         return view
 
-    @classmethod
-    def build(
-        cls,
-        documents: Iterable[Document],
-        embedder: Embedder | None,
-        config: StoreConfig | None = None,
+    def with_parts(
+        self,
         *,
-        show_progress: bool = False,
-        source_folder: Path | None = None,
-        folder: Path | None = None,
+        tree: ContextTree | None = None,
+        timestamps: DocumentTimes | None = None,
+        edges: EdgeSet | None = None,
     ) -> ContextStore:
-        """Embed and index ``documents``: :func:`retrievers.build.build_store` (imported only
-        when a store is built). With ``folder`` the store is built into that folder (streamed:
-        embeddings and documents go to their files as they are made) and saved there."""
-        from retrievers.build import build_store
-
-        return build_store(
-            documents,
-            embedder,
-            config,
-            show_progress=show_progress,
-            source_folder=source_folder,
-            folder=folder,
-        )
+        """A new store sharing this one's arrays, with ``tree``, ``timestamps`` or ``edges``
+        replaced (those given; the others kept). This store is left as it is: stores are never
+        changed once made, so a retriever over this one keeps seeing what it saw. Building a store
+        is :func:`retrievers.builders.build_store`'s job; this is for parts made by hand (tests,
+        benchmarks, a tree embedded separately)."""
+        if tree is not None:
+            tree.leaf_rows(self.row_of)  # every leaf names a document of the store
+        view = copy.copy(self)
+        view._saved = {}
+        if tree is not None:
+            view.tree = tree
+        if timestamps is not None:
+            view.timestamps = timestamps
+        if edges is not None:
+            view.edges = edges
+        return view
 
     def save(self, folder: Path) -> None:
         """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files. Parts
@@ -325,6 +332,7 @@ class ContextStore:
             vector_index = FaissVectorIndex.load(
                 folder / "vector_index", ExactVectorIndex(embeddings), config.vector_index.kind, mmap=mmap
             )
+        parents_folder = folder / "parents"
         store = cls(
             documents,
             embeddings,
@@ -333,19 +341,31 @@ class ContextStore:
             config=config,
             build_seconds=meta.get("build_seconds"),
             vector_index=vector_index,
+            tree=(
+                ContextTree.load(folder / "tree", mmap=mmap, row_of=RowIndex(documents.ids))
+                if (folder / "tree").is_dir()
+                else None
+            ),
+            timestamps=(
+                DocumentTimes.load(folder / "timestamps", len(documents), mmap=mmap)
+                if (folder / "timestamps").is_dir()
+                else None
+            ),
+            edges=(
+                EdgeSet.load(folder / "edges", mmap=mmap, n_nodes=len(documents))
+                if (folder / "edges").is_dir()
+                else None
+            ),
+            parents=(
+                (
+                    DocumentColumns.load(parents_folder / "documents", mmap=mmap),
+                    np.load(parents_folder / "parent_of.npy", allow_pickle=False),
+                )
+                if parents_folder.is_dir()
+                else None
+            ),
+            check_parents=False,
         )
-        if (folder / "tree").is_dir():
-            store.tree = ContextTree.load(folder / "tree", mmap=mmap, row_of=store.row_of)
-        if (folder / "timestamps").is_dir():
-            store.timestamps = DocumentTimes.load(folder / "timestamps", len(documents), mmap=mmap)
-        if (folder / "edges").is_dir():
-            store.edges = EdgeSet.load(folder / "edges", mmap=mmap, n_nodes=len(documents))
-        if (folder / "parents").is_dir():
-            store.set_parents(
-                DocumentColumns.load(folder / "parents" / "documents", mmap=mmap),
-                np.load(folder / "parents" / "parent_of.npy", allow_pickle=False),
-                check=False,
-            )
         for name, value in (
             ("documents", store.documents),
             ("bm25", store.bm25),

@@ -7,7 +7,7 @@ relation). A position is the edge's id and its *storage order*. Four ``.npy`` ar
 file, loaded with ``mmap``: a million edges cost ~20 MB and no Python objects. Incoming edges
 (for bidirectional traversal) are derived when first asked for.
 
-:class:`EdgeConfig` says which builders run at store build (:mod:`retrievers.build.edges`).
+:class:`EdgeConfig` says which builders run at store build (:mod:`retrievers.builders.edges`).
 Bad links are dropped and counted, never guessed: ids that name no document, links from a
 document to itself, and repeats of an (src, dst, relation) triple (the largest weight is kept).
 The counts, with a few examples, are in :attr:`EdgeSet.report`.

@@ -20,7 +20,7 @@ of the directory's leaf vectors) and, when the directory has an overview, a leve
 overview embedded). Records are one float32 matrix, saved as ``.npy`` and memory-mapped on load.
 
 :class:`HierarchyConfig` says how a tree is built (``store.hierarchy``); the builders live in
-:mod:`retrievers.build.hierarchy`. This module holds only what loading and searching need.
+:mod:`retrievers.builders.hierarchy`. This module holds only what loading and searching need.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class ContextTree:
 
     Directory records: ``record_nodes[i]`` is the node of record ``i``, ``record_levels[i]`` its
     level (0 abstract/centroid, 1 overview), ``record_vectors[i]`` its vector. A tree built from
-    nodes alone has no records; :func:`retrievers.build.hierarchy.embed_directories` adds them.
+    nodes alone has no records; :func:`retrievers.builders.hierarchy.embed_directories` adds them.
     """
 
     def __init__(

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.build.chunking import chunk_documents
-from retrievers.build.edges import build_edges
-from retrievers.build.hierarchy import build_tree
+from retrievers.builders.chunking import chunk_documents
+from retrievers.builders.edges import build_edges
+from retrievers.builders.hierarchy import build_tree
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
 from retrievers.store import ContextStore, StoreConfig
-from retrievers.store.columns import DocumentColumns, RowSequence, save_npy
+from retrievers.store.columns import DocumentColumns, RowIndex, RowSequence, save_npy
 from retrievers.timeparse import DocumentTimes
 from retrievers.types import Document, Embedder
 
@@ -214,15 +214,7 @@ def build_store(
         with _phase(f"tree ({len(ordered):,} docs)", show_progress):
             tree = build_tree(ordered, embeddings, embedder, config.hierarchy, source_folder=source_folder)
         seconds["hierarchy"] = time.perf_counter() - start
-    store = ContextStore(
-        columns,
-        embeddings,
-        bm25,
-        embedder_name="" if embedder is None else embedder.name,
-        config=config,
-        build_seconds=seconds,
-        vector_index=vector_index,
-    )
+    parents_part: tuple[Sequence[Document], np.ndarray] | None = None
     if parents is not None:
         parent_index = {doc.id: index for index, doc in enumerate(parents)}
         parent_of = np.fromiter(
@@ -231,23 +223,38 @@ def build_store(
         if folder is not None:
             DocumentColumns.write(folder / "parents" / "documents", parents)
             save_npy(folder / "parents" / "parent_of.npy", parent_of)
-            store.set_parents(DocumentColumns.load(folder / "parents" / "documents"), parent_of)
-            saved["parents"] = (folder / "parents", store.parent_documents)
+            parents_part = (DocumentColumns.load(folder / "parents" / "documents"), parent_of)
         else:
-            store.set_parents(parents, parent_of)
+            parents_part = (parents, parent_of)
     if tree is not None:
-        tree.leaf_rows(store.row_of)  # every leaf names a document of the store
-        store.tree = tree
+        tree.leaf_rows(RowIndex(columns.ids))  # every leaf names a document of the store
+    timestamps = None
     if config.timestamps is not None:
         start = time.perf_counter()
-        store.timestamps = DocumentTimes.build(ordered, config.timestamps)
-        store.build_seconds["timestamps"] = time.perf_counter() - start
+        timestamps = DocumentTimes.build(ordered, config.timestamps)
+        seconds["timestamps"] = time.perf_counter() - start
+    edges = None
     if config.edges is not None:  # after the embeddings: similar_to edges use them
         start = time.perf_counter()
         with _phase(f"edges ({len(ordered):,} docs)", show_progress):
-            store.edges = build_edges(ordered, embeddings, config.edges)
-        store.build_seconds["edges"] = time.perf_counter() - start
+            edges = build_edges(ordered, embeddings, config.edges)
+        seconds["edges"] = time.perf_counter() - start
+    store = ContextStore(
+        columns,
+        embeddings,
+        bm25,
+        embedder_name="" if embedder is None else embedder.name,
+        config=config,
+        build_seconds=seconds,
+        vector_index=vector_index,
+        tree=tree,
+        timestamps=timestamps,
+        edges=edges,
+        parents=parents_part,
+    )
     if folder is not None:
+        if parents_part is not None:
+            saved["parents"] = (folder / "parents", store.parent_documents)
         for part, (path, value) in saved.items():
             store.mark_saved(part, value, path)
         store.save(folder)
