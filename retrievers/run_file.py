@@ -316,16 +316,12 @@ class _FileStats:
     by_text: dict[str, str] = field(default_factory=dict)
 
 
-<<<<<<< HEAD
 #: (file digest, counts) already warned about: the harness builds one retriever per query scope
 #: and again to time queries, and the warning is said once
 _WARNED: set[tuple[str, int, int, int, int]] = set()
 
 
-class RunFileRetriever(Retriever):
-=======
 class RunFileRetriever(KernelRetriever):
->>>>>>> layers
     """Answers each query with the ranking a run file holds for it; see the module docstring.
     Needs no embedder; ``queries`` (``{query id: text}``) maps the text asked for to the file's
     query id."""

@@ -19,6 +19,7 @@ import pytest
 
 import viking_eval
 from retrievers import BM25Retriever, ContextStore, StoreConfig
+from retrievers.builders import build_store
 from retrievers.types import RetrievalResult
 from viking_eval.config import ConfigError, load_settings
 from viking_eval.config.compose import compose_config, hydra_session
@@ -112,7 +113,7 @@ def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def adi_store(shared_datasets: Path) -> ContextStore:
     dataset = load_dataset(str(shared_datasets / "adi"))
     docs = sorted(dataset.corpus.values(), key=lambda doc: doc.id)
-    return ContextStore.build(docs, None, StoreConfig.from_dict({}))
+    return build_store(docs, None, StoreConfig.from_dict({}))
 
 
 def _cli(tmp_path: Path, *overrides: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:
@@ -235,7 +236,7 @@ def _medline_run(shared_datasets: Path, path: Path) -> Path:
     """BM25 over MedLine, top 100 of each of its 30 queries, as a TREC run (2,831 lines)."""
     medline = load_dataset(str(shared_datasets / "medline"))
     docs = sorted(medline.corpus.values(), key=lambda doc: doc.id)
-    bm25 = BM25Retriever(ContextStore.build(docs, None, StoreConfig.from_dict({})))
+    bm25 = BM25Retriever(build_store(docs, None, StoreConfig.from_dict({})))
     lines = [
         f"{qid} Q0 {r.doc_id} {rank} {r.score!r} bm25"
         for qid, query in medline.queries.items()
@@ -293,7 +294,7 @@ def test_a_few_unknown_lines_are_scored_with_a_warning(
     from retrievers.params import ParamError
     from retrievers.run_file import RunFileRetriever
 
-    store = ContextStore.build(
+    store = build_store(
         [Document(f"d{i}", f"text {i}") for i in range(1, 5)], None, StoreConfig.from_dict({})
     )
     queries = {"q1": "one", "q2": "two"}
