@@ -193,7 +193,7 @@ def test_harness_and_store_values_are_typed_before_any_data(override: str, line:
         ),
         (
             ["+dataset.colour=red"],
-            "dataset.colour: unknown key; dataset has: name, split, path, ignore_identical_ids, strict, scope_key, group_key, tune_split, partition_key, partition_seed, download",
+            "dataset.colour: unknown key; dataset has: name, split, path, ignore_identical_ids, strict, scope_key, group_key, tune_split, partition_key, partition_seed, half, download",
         ),
         (
             ["+run.significance.tests=3"],

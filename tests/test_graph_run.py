@@ -25,6 +25,7 @@ from viking_eval.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["embedder=tfidf", "embedder.dim=48", "run.latency.n_queries=5", "run.latency.warmup=1"]
+ALL_QUERIES = ["dataset.half=all", "~retrievers.graph_tuned"]  # the experiments report the held-out half
 
 
 def _settings(*overrides: str):  # type: ignore[no-untyped-def]
@@ -37,7 +38,16 @@ def _settings(*overrides: str):  # type: ignore[no-untyped-def]
 def test_experiments_compose_and_validate(experiment: str) -> None:
     settings = _settings(f"experiment={experiment}")
     by_name = {spec.name: spec for spec in settings.retrievers}
-    assert set(by_name) == {"bm25", "dense", "graph", "graph_oasis", "graph_rescored", "graph_walks"}
+    assert set(by_name) == {
+        "bm25",
+        "dense",
+        "graph",
+        "graph_oasis",
+        "graph_rescored",
+        "graph_walks",
+        "graph_tuned",
+    }
+    assert settings.dataset.half == "holdout"  # graph_tuned was tuned on the other half
     assert by_name["graph"].target == "retrievers.graph.GraphRetriever"
     assert by_name["graph_oasis"].params["scoring"] == "oasis"
     # the oasis preset turns off both departures; the default keeps them on
@@ -61,7 +71,7 @@ def test_experiments_compose_and_validate(experiment: str) -> None:
 def cisi_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     os.environ["VIKING_EVAL_DATA"] = str(shared_datasets)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=graph_cisi", *FAST])
+        cfg = compose(config_name="config", overrides=["experiment=graph_cisi", *FAST, *ALL_QUERIES])
     out = tmp_path_factory.mktemp("cisi") / "run"
     summary = run_experiment(load_settings(cfg), out, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
     return summary, out
@@ -143,6 +153,7 @@ def test_scoped_run_follows_sequence_edges_within_the_conversation(
     settings = _settings(
         "experiment=graph_locomo",
         *FAST,
+        *ALL_QUERIES,
         "embedder.dim=4",
         f"dataset.path={folder}",
         "dataset.group_key=null",
@@ -210,6 +221,7 @@ def test_multirun_sweeps_hop_decay_and_max_hops(shared_datasets: Path, tmp_path:
         "-m",
         "experiment=graph_cisi",
         *FAST[:2],
+        "dataset.half=all",
         "run.latency.n_queries=0",
         "~retrievers.dense",
         "~retrievers.graph_oasis",

@@ -49,6 +49,7 @@ from viking_eval.config.compose import (
 )
 from viking_eval.data import DataError
 from viking_eval.progress import quiet_libraries
+from viking_eval.splits import check_half_for_sweep
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a gate check failed, or a bug
@@ -106,6 +107,7 @@ def _settings(cfg: DictConfig, *, multirun: bool) -> Settings:
     settings = load_settings(cfg)
     if multirun:
         check_sweep_objective(settings)
+        check_half_for_sweep(settings.dataset.half)
     return settings
 
 

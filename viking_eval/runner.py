@@ -515,6 +515,7 @@ def run_experiment(
         partition_key=settings.dataset.partition_key,
         partition_seed=settings.dataset.partition_seed,
         download=settings.dataset.download,
+        half=settings.dataset.half,
     )
     embedder = _embedder_for(settings, dataset, embedder_factory, cache)
     stores = StoreLoader(settings, dataset, embedder, cache)
@@ -563,6 +564,8 @@ def run_experiment(
         {
             **stores.info,
             "dataset_files": dataset.files,
+            "dataset_split": dataset.split,  # with the half evaluated, e.g. test[holdout half]
+            "dataset_subset": dataset.subset,  # the half's partition key and seed ("" = every query)
             "cache_root": str(cache.root),
             "cache_hits": cache.hits,
             "cache_builds": cache.builds,

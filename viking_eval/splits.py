@@ -11,6 +11,12 @@ evaluated once on the reported split. ``dataset.tune_split``:
   evaluation the ``holdout`` half;
 - ``null`` or the reported split itself: tuning on the reported split. Allowed, but it overfits
   that split: a warning is printed and the report is marked.
+
+A single run evaluates all of ``split`` (``dataset.half: all``) or one half of that same seeded
+partition (``tune`` or ``holdout``: exactly the queries a sweep's jobs, or its ``best.yaml``,
+evaluate), so that a configuration chosen on the tune half is reported on the queries it was not
+chosen on. A half exists only where ``tune_split`` resolves to ``partition``; elsewhere the sweeps
+tuned on another split and the whole of ``split`` is held out (``dataset.half`` must be ``all``).
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from viking_eval.config.errors import ConfigError
 from viking_eval.data import BeirDataset, load_dataset
 
 log = logging.getLogger(__name__)
 
 Phase = Literal["report", "tune", "final"]
+HALVES = ("all", "tune", "holdout")  # dataset.half: the queries of the reported split a single run evaluates
 
 
 @dataclass(frozen=True)
@@ -46,18 +54,55 @@ def available_splits(folder: Path) -> list[str]:
     return sorted(path.stem for path in (folder / "qrels").glob("*.tsv"))
 
 
+def resolve_tune_split(folder: Path, split: str, tune_split: str | None) -> str | None:
+    """``tune_split`` with ``auto`` replaced by what it means for the dataset in ``folder``."""
+    if tune_split != "auto":
+        return tune_split
+    splits = available_splits(folder)
+    return next((name for name in ("train", "dev") if name in splits and name != split), "partition")
+
+
+def check_half_for_sweep(half: str) -> None:
+    """A sweep picks its halves itself (jobs: ``tune``, ``best.yaml``: ``holdout``): a multirun
+    with ``dataset.half`` other than ``all`` is refused."""
+    if half != "all":
+        raise ConfigError(
+            "dataset.half",
+            f"{half!r} is for a single run; the jobs of a sweep or study evaluate the tune half and "
+            "best.yaml the holdout half themselves: set dataset.half=all",
+        )
+
+
 def choose_split(
-    folder: Path, phase: Phase, *, split: str, tune_split: str | None, partition_key: str | None = None
+    folder: Path,
+    phase: Phase,
+    *,
+    split: str,
+    tune_split: str | None,
+    partition_key: str | None = None,
+    half: str = "all",
 ) -> SplitChoice:
-    """The split a ``phase`` evaluates: ``report`` (a single run) -> ``split``; ``tune`` (a sweep
-    job) -> the tuning split; ``final`` (the chosen configuration after a sweep) -> ``split``,
-    or its holdout half when tuning used the other half."""
+    """The split a ``phase`` evaluates: ``report`` (a single run) -> ``split``, or its ``half``
+    (``tune``/``holdout``) of the partition a sweep uses; ``tune`` (a sweep job) -> the tuning
+    split; ``final`` (the chosen configuration after a sweep) -> ``split``, or its holdout half
+    when tuning used the other half. A ``half`` that no sweep would make raises ConfigError."""
+    if half not in HALVES:
+        raise ConfigError("dataset.half", f"{half!r} is not one of {', '.join(HALVES)}")
     if phase == "report":
-        return SplitChoice(split)
-    resolved = tune_split
-    if resolved == "auto":
-        splits = available_splits(folder)
-        resolved = next((name for name in ("train", "dev") if name in splits and name != split), "partition")
+        if half == "all":
+            return SplitChoice(split)
+        resolved = resolve_tune_split(folder, split, tune_split)
+        if resolved != "partition":
+            raise ConfigError(
+                "dataset.half",
+                f"{half!r}: {folder.name} has no {half} half of {split!r}: dataset.tune_split "
+                f"{tune_split!r} resolves to {resolved!r}, so sweeps tune on "
+                f"{'the reported split itself' if resolved in (None, split) else repr(resolved)}, "
+                f"not on half of {split!r}; set dataset.half=all (or dataset.tune_split=partition)",
+            )
+        return SplitChoice(split, "tune" if half == "tune" else "holdout")
+    check_half_for_sweep(half)
+    resolved = resolve_tune_split(folder, split, tune_split)
     if phase == "final":
         return SplitChoice(split, "holdout" if resolved == "partition" else None)
     if resolved == "partition":
@@ -106,13 +151,17 @@ def load_for_phase(
     partition_key: str | None = None,
     partition_seed: int = 0,
     download: str = "never",
+    half: str = "all",
 ) -> tuple[BeirDataset, SplitChoice]:
-    """The dataset a ``phase`` evaluates. ``download="auto"`` first fetches a dataset that is
-    found nowhere but that the registry can download (viking_eval.download.find_or_download)."""
+    """The dataset a ``phase`` evaluates (``half``: ``dataset.half``, see choose_split).
+    ``download="auto"`` first fetches a dataset that is found nowhere but that the registry can
+    download (viking_eval.download.find_or_download)."""
     from viking_eval.download import find_or_download
 
     folder = find_or_download(name_or_path, download=download)
-    choice = choose_split(folder, phase, split=split, tune_split=tune_split, partition_key=partition_key)
+    choice = choose_split(
+        folder, phase, split=split, tune_split=tune_split, partition_key=partition_key, half=half
+    )
     if choice.on_reported_split:
         log.warning(
             "tuning on the reported split %r overfits it; set dataset.tune_split (e.g. train, dev or partition)",

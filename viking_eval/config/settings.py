@@ -64,7 +64,9 @@ class DatasetSettings(Params):
     ``category_name``). Only query text ever reaches a retriever, never query metadata.
 
     ``tune_split``, ``partition_key``, ``partition_seed``: which queries sweeps and studies
-    evaluate (see viking_eval/splits.py); single runs always evaluate ``split``.
+    evaluate (see viking_eval/splits.py). ``half``: the queries of ``split`` a single run
+    evaluates: ``all``, or the ``tune``/``holdout`` half of the seeded partition sweeps use
+    (only where ``tune_split`` resolves to ``partition``; multiruns need ``all``).
 
     ``download``: ``auto`` fetches a dataset that is found nowhere but that the registry can
     download (SciFact and the other BEIR datasets) into the data folder before the run;
@@ -83,6 +85,9 @@ class DatasetSettings(Params):
     tune_split: str | None = param("auto", non_empty=True)
     partition_key: str | None = param(None, non_empty=True)
     partition_seed: int = param(0, low=0, high=2**32 - 1)
+    half: str = param(
+        "all", choices=("all", "tune", "holdout"), doc="the queries of split a single run evaluates"
+    )
     download: str = param("auto", choices=("auto", "never"), doc="fetch a missing registry dataset")
 
 
