@@ -11,13 +11,13 @@ Resuming the same command reuses its folders, and the finished retrievers in the
 (``results/<name>.json``) are not rerun. The Optuna sweeper makes the same check for each trial
 before launching it (hydra_plugins/viking_optuna_sweeper).
 
-Only the current command's jobs count. A sweep folder resumed with a command that shares some
-jobs (a grid with values added at its end) still holds folders of the old command's other jobs;
-they are left as they were. Each job that finishes writes
-``sweep_job.json`` in its folder with the identity of the command that ran it (``sweep_identity``:
-the command line's task overrides and ``hydra.sweeper.params``); the summary and ``best.yaml``
-read only the folders carrying the current identity, and report how many others they ignored
-(never deleting them). A resumed Optuna study with the same command keeps its earlier trials.
+Only the current command's jobs count. A sweep folder resumed with a command whose jobs are the
+same as the folder's jobs of those numbers (a one-key grid with values added at its end, or its
+first values only) still holds folders of the old command's other jobs; they are left as they
+were. Each job that finishes writes ``sweep_job.json`` in its folder with the identity of the
+command that ran it (``sweep_identity``: the command line's task overrides and
+``hydra.sweeper.params``); the summary and ``best.yaml`` read only the folders carrying the
+current identity, and report how many others they ignored (never deleting them). A resumed Optuna study with the same command keeps its earlier trials.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def sweep_jobs(sweep_dir: Path, identity: str | None = None) -> SweepJobs:
     finished = run_folder.job_folders(sweep_dir)
     if identity is None:
         return SweepJobs(current=finished, ignored=[])
-    current, ignored = [], []
+    current: list[Path] = []
+    ignored: list[Path] = []
     for job_dir in finished:
         tag = run_folder.read_sweep_tag(job_dir)
         mine = (
