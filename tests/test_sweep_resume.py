@@ -1,6 +1,8 @@
-"""Resuming a sweep folder with another grid (issue 12, item 3): sweep.csv, sweep.md and best.yaml
-come from the current command's jobs only; the old command's job folders are counted, ignored
-and kept. ADI with BM25 + TF-IDF dense, no latency timing."""
+"""Resuming a sweep folder with another command that shares some of its jobs (issue 12, item 3):
+sweep.csv, sweep.md and best.yaml come from the current command's jobs only; the old command's
+other job folders are counted, ignored and kept. (A command whose job would write into another
+job's folder is refused: tests/test_sweep_folders.py.) ADI with BM25 + TF-IDF dense, no latency
+timing."""
 
 from __future__ import annotations
 
@@ -46,11 +48,12 @@ def _bm25_ndcg(job_dir: Path) -> float:
 @pytest.mark.needs_data
 def test_a_sweep_resumed_with_another_grid_uses_only_its_own_jobs(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    first = _sweep(sweep_dir, "store.bm25.k1=0.9,1.2,1.5,2.0")
+    first = _sweep(sweep_dir, "store.bm25.k1=0.05,0.1,1.5,2.0")
     assert first.returncode == 0, first.stderr[-3000:]
     old = {job: (sweep_dir / job / "metrics.json").stat().st_mtime_ns for job in ("2", "3")}
 
-    # the same folder, a grid of two worse points: Hydra reuses folders 0 and 1, leaves 2 and 3
+    # the same folder, a grid of its first two (worse) points: the same jobs 0 and 1, resumed;
+    # folders 2 and 3 belong to the first command only
     second = _sweep(sweep_dir, "store.bm25.k1=0.05,0.1")
     assert second.returncode == 0, second.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:

@@ -7,11 +7,19 @@ git sha and date. ``retrievers.load_tuned`` reads it without hydra or viking_eva
 
 From a run folder the retriever is ``--retriever`` or the best one by ``--metric``; from a sweep
 folder it is the job chosen in ``best.yaml`` or, without one, the best job by ``--metric``.
+
+An existing file is never replaced unless ``--force`` is given: without it the export stops with
+one line naming the file and what it holds (its retriever, dataset, split, export date and source
+folder), exit 2, the file untouched. The file is written whole under a temporary name and then
+put in place (linked, so that a file another process put there meanwhile is not replaced either;
+with ``--force``, renamed over the old one), so a partial file never sits under the final name.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -121,6 +129,66 @@ def tuned_document(run_dir: Path, retriever: str, name: str, best: dict[str, Any
     }
 
 
+def tuned_path(name: str, out_dir: Path | None = None) -> Path:
+    """``<out_dir>/<name>.yaml`` (default out_dir: experiments/tuned); ``name`` is a plain file name."""
+    if not name or name.startswith(".") or "/" in name or "\\" in name or name.endswith((".yaml", ".yml")):
+        raise ExportError(
+            f"--name {name!r}: give a plain file name without folder or suffix (e.g. hybrid-mydata); "
+            "--out-dir chooses the folder"
+        )
+    return (out_dir or REPO_ROOT / "experiments" / "tuned") / f"{name}.yaml"
+
+
+def describe_tuned(path: Path) -> str:
+    """What an existing tuned file holds, in a few words, from its own fields: retriever class,
+    dataset, tuning split, export date and source folder (those it records)."""
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        return f"a file that is not a readable tuned file ({type(error).__name__})"
+    if not isinstance(document, dict) or document.get("format") != TUNED_FORMAT:
+        return "a file that is not a tuned file of this format"
+    retriever = document.get("retriever")
+    retriever_class = retriever.get("class") if isinstance(retriever, dict) else None
+    provenance = document.get("provenance")
+    provenance = provenance if isinstance(provenance, dict) else {}
+    tuned_on = provenance.get("tuned_on")
+    split = tuned_on.get("split") if isinstance(tuned_on, dict) else None
+    parts = [f"a tuned {retriever_class or 'retriever'}"]
+    if provenance.get("dataset"):
+        parts.append(f"tuned on {provenance['dataset']}" + (f" ({split} split)" if split else ""))
+    if provenance.get("exported"):
+        parts.append(f"exported {provenance['exported']}")
+    if provenance.get("source"):
+        parts.append(f"from {provenance['source']}")
+    return ", ".join(parts)
+
+
+def _exists_error(target: Path) -> ExportError:
+    return ExportError(
+        f"{target} exists and holds {describe_tuned(target)}; --force replaces it (or give another --name)"
+    )
+
+
+def _write_new(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` when no file is there: the whole text goes to a temporary file
+    beside it, which is then hard-linked under the final name (a link never replaces a file, so
+    one created meanwhile is refused, not overwritten)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(temp, "x", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, target)
+        except FileExistsError:
+            raise _exists_error(target) from None
+    finally:
+        temp.unlink(missing_ok=True)
+
+
 def export(
     folder: Path,
     name: str,
@@ -128,11 +196,20 @@ def export(
     retriever: str | None = None,
     metric: str = "nDCG@10",
     out_dir: Path | None = None,
+    force: bool = False,
 ) -> Path:
+    """Write the tuned file ``<out_dir>/<name>.yaml`` and return its path; an existing file is an
+    ExportError (naming what it holds) unless ``force``, which replaces it atomically."""
+    target = tuned_path(name, out_dir)
+    if not force and (target.exists() or target.is_symlink()):
+        raise _exists_error(target)  # before any work: nothing to redo once another name is given
     run_dir, chosen, best = choose(folder, retriever, metric)
     document = tuned_document(run_dir, chosen, name, best)
-    target = (out_dir or REPO_ROOT / "experiments" / "tuned") / f"{name}.yaml"
-    io.write_text(target, yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    if force:
+        io.write_text(target, text)
+    else:
+        _write_new(target, text)
     return target
 
 
@@ -145,15 +222,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retriever", help="retriever name in the run (default: best by --metric)")
     parser.add_argument("--metric", default="nDCG@10", help="metric that picks the best (default nDCG@10)")
     parser.add_argument("--out-dir", type=Path, help="default: experiments/tuned in the repository")
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing file of that name (refused without it)"
+    )
     args = parser.parse_args(argv)
     try:
+        target = tuned_path(args.name, args.out_dir)
+        replaced = describe_tuned(target) if args.force and target.exists() else None
         path = export(
-            args.folder, args.name, retriever=args.retriever, metric=args.metric, out_dir=args.out_dir
+            args.folder,
+            args.name,
+            retriever=args.retriever,
+            metric=args.metric,
+            out_dir=args.out_dir,
+            force=args.force,
         )
-    except (ExportError, run_folder.RunFolderError, OSError, KeyError) as error:
-        print(f"export failed: {error}", file=sys.stderr)
+    except (ExportError, run_folder.RunFolderError, OSError, KeyError, yaml.YAMLError) as error:
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
-    print(f"tuned retriever written to {path}")
+    print(f"tuned retriever written to {path}" + (f" (replaced {replaced})" if replaced else ""))
     return 0
 
 

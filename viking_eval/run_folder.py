@@ -421,6 +421,34 @@ def read_job_overrides(job_dir: Path) -> list[str]:
     return [str(override) for override in overrides or []]
 
 
+def job_folder_clash(job_dir: Path, overrides: Sequence[str]) -> str | None:
+    """Why the sweep job with ``overrides`` may not write into ``job_dir`` (what the folder holds),
+    None when it may: the folder does not exist or is empty, or it records the same job (the same
+    overrides, in any order; ``.hydra/overrides.yaml``). A folder reused by another job would be
+    overwritten, file by file, by a job it never held. Hydra's job log (``*.log``) alone, left by
+    a job killed before it recorded its overrides, records no job."""
+    if not job_dir.exists():
+        return None
+    if not job_dir.is_dir():
+        return "a file, not a job folder"
+    record = job_dir / ".hydra" / "overrides.yaml"
+    if not record.is_file():
+        leftovers = [
+            path.name
+            for path in sorted(job_dir.iterdir())
+            if not (path.is_file() and path.suffix == ".log")
+            and not (path.is_dir() and not any(path.iterdir()))
+        ]
+        return f"files of no recorded job ({', '.join(leftovers[:5])})" if leftovers else None
+    try:
+        recorded = read_job_overrides(job_dir)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError) as error:
+        return f"a job whose {record.name} cannot be read ({type(error).__name__})"
+    if sorted(recorded) == sorted(str(line) for line in overrides):
+        return None
+    return f"another job ({' '.join(recorded) or 'no overrides'})"
+
+
 def clear_sweep_tag(job_dir: Path) -> None:
     """A job starts (again): until it finishes, the folder belongs to no sweep command."""
     (job_dir / SWEEP_TAG).unlink(missing_ok=True)

@@ -3,13 +3,21 @@ hold one row per (job, retriever) of the current command: the job's overrides, e
 latency figures and the job's cost (``job_seconds``: the wall time of the job's work, store and
 embeddings included, kept when the job is resumed).
 
-Only the current command's jobs count. A sweep folder resumed with another grid (or another
-search space) still holds the old command's job folders; the numbered folders the new command
-reuses are rerun, the others are left as they were. Each job that finishes writes
-``sweep_job.json`` in its folder with the identity of the command that ran it (``sweep_identity``:
-the command line's task overrides and ``hydra.sweeper.params``); the summary and ``best.yaml``
-read only the folders carrying the current identity, and report how many others they ignored
-(never deleting them). A resumed Optuna study with the same command keeps its earlier trials.
+A job folder (``<sweep dir>/<job number>``) is reused only by the same job: before any job runs,
+every job of a command is compared with what its folder records (``.hydra/overrides.yaml``); a
+folder holding another job (another grid, another search space sent into the same
+``hydra.sweep.dir``) refuses the whole command with one line (exit 2) and nothing is written.
+Resuming the same command reuses its folders, and the finished retrievers in them
+(``results/<name>.json``) are not rerun. The Optuna sweeper makes the same check for each trial
+before launching it (hydra_plugins/viking_optuna_sweeper).
+
+Only the current command's jobs count. A sweep folder resumed with a command whose jobs are the
+same as the folder's jobs of those numbers (a one-key grid with values added at its end, or its
+first values only) still holds folders of the old command's other jobs; they are left as they
+were. Each job that finishes writes ``sweep_job.json`` in its folder with the identity of the
+command that ran it (``sweep_identity``: the command line's task overrides and
+``hydra.sweeper.params``); the summary and ``best.yaml`` read only the folders carrying the
+current identity, and report how many others they ignored (never deleting them). A resumed Optuna study with the same command keeps its earlier trials.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ import hashlib
 import io as text_io
 import json
 import logging
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +87,8 @@ def sweep_jobs(sweep_dir: Path, identity: str | None = None) -> SweepJobs:
     finished = run_folder.job_folders(sweep_dir)
     if identity is None:
         return SweepJobs(current=finished, ignored=[])
-    current, ignored = [], []
+    current: list[Path] = []
+    ignored: list[Path] = []
     for job_dir in finished:
         tag = run_folder.read_sweep_tag(job_dir)
         mine = (
@@ -162,6 +174,82 @@ def write_sweep_summary(sweep_dir: Path, identity: str | None = None) -> Path | 
     return sweep_dir / "sweep.csv"
 
 
+NUMBERED_SUBDIR = "${hydra.job.num}"
+
+
+def numbered_job_dirs(config: DictConfig) -> Path | None:
+    """The sweep folder when its job folders are named by job number (``hydra.sweep.subdir``
+    ``${hydra.job.num}``, the default), None for another naming (whose folders this module does
+    not predict)."""
+    sweep = OmegaConf.to_container(config.hydra.sweep, resolve=False)
+    if not isinstance(sweep, dict) or str(sweep.get("subdir")).strip() != NUMBERED_SUBDIR:
+        return None
+    return Path(str(config.hydra.sweep.dir))
+
+
+@dataclass(frozen=True)
+class JobFolderClash:
+    """Job ``number`` of a command (``overrides``) would write into ``folder``, which ``holds``
+    another job's files."""
+
+    number: int
+    overrides: tuple[str, ...]
+    folder: Path
+    holds: str
+
+    def detail(self, what: str, n_clashes: int) -> str:
+        more = f" ({n_clashes} jobs of this command clash)" if n_clashes > 1 else ""
+        return (
+            f"{what} {self.number} of this command ({' '.join(self.overrides) or 'no overrides'}) would write "
+            f"into {self.folder}, which holds {self.holds}{more}; a sweep folder's job folders are reused "
+            "only by the same jobs (resuming the same command): give this command another hydra.sweep.dir"
+        )
+
+
+def job_folder_clashes(sweep_dir: Path, jobs: Mapping[int, Sequence[str]]) -> list[JobFolderClash]:
+    """The jobs (job number -> overrides) whose numbered folder in ``sweep_dir`` holds another job."""
+    clashes = []
+    for number, overrides in sorted(jobs.items()):
+        folder = sweep_dir / str(number)
+        holds = run_folder.job_folder_clash(folder, overrides)
+        if holds is not None:
+            clashes.append(JobFolderClash(number, tuple(overrides), folder, holds))
+    return clashes
+
+
+def refuse_clashes(clashes: Sequence[JobFolderClash], what: str = "job") -> None:
+    """Exit 2 with one line naming the first clash (nothing has been written)."""
+    if clashes:
+        from viking_eval.cli import invalid
+
+        invalid(f"hydra.sweep.dir: {clashes[0].detail(what, len(clashes))}")
+
+
+def check_job_folders(config: DictConfig) -> None:
+    """A basic-sweeper command whose job would write into a folder holding another job is refused
+    (exit 2, one line) before any job runs. Other sweepers check their own jobs (the Optuna
+    sweeper, per trial) or name folders otherwise."""
+    from viking_eval.config.compose import BASIC_SWEEPER, job_overrides
+
+    sweep_dir = numbered_job_dirs(config)
+    if sweep_dir is None or str(config.hydra.sweeper.get("_target_", "")) != BASIC_SWEEPER:
+        return
+    if not sweep_dir.is_dir():
+        return
+    task = [str(line) for line in config.hydra.overrides.task]
+    try:
+        jobs = dict(enumerate(job_overrides(config, task)))
+        clashes = job_folder_clashes(sweep_dir, jobs)
+    except Exception:  # a Hydra callback's exception is only a warning: the jobs would run unchecked
+        traceback.print_exc()
+        print(
+            f"the job folders of {sweep_dir} could not be checked against this command's jobs",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    refuse_clashes(clashes)
+
+
 class SweepSummary(Callback):
     """Hydra callback (``hydra.callbacks.sweep_summary``): tags each finished job with the sweep
     command's identity, and writes the sweep summary and best.yaml when the sweep ends.
@@ -174,6 +262,7 @@ class SweepSummary(Callback):
         self.identity: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        check_job_folders(config)  # before the sweeper writes anything
         self.command = sweep_command(config)
         self.identity = sweep_identity(self.command)
 

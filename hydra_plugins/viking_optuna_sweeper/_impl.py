@@ -9,7 +9,9 @@ submitit), ``n_jobs`` trials per batch:
   ``bm25.nDCG@10`` is ``returned["bm25"]["nDCG@10"]``. A job that raises (or calls
   ``sys.exit``), or returns a missing, NaN or infinite objective, is told to the study as FAIL
   and the study goes on (hydra issue 2237: hydra-optuna-sweeper ended the whole study).
-- Job folders are ``<sweep dir>/<trial number>``: a resumed study never overwrites a folder.
+- Job folders are ``<sweep dir>/<trial number>``: a resumed study never overwrites a folder. A
+  trial whose folder holds another job (another study sent into the same ``hydra.sweep.dir``)
+  stops the command before it is launched: one line, exit 2 (viking_eval.sweep).
 - With a ``storage`` a study resumes: finished trials (complete or failed) count toward
   ``n_trials`` and are never redone; trials left RUNNING by a killed process are marked FAIL.
 - The search space is written in hydra-optuna-sweeper's override syntax and parsed with Hydra's
@@ -476,8 +478,6 @@ class OptunaSweeperImpl(Sweeper):
             self.directions if len(self.directions) > 1 else self.directions[0],
         )
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
 
         returns: list[Sequence[JobReturn]] = []
         while remaining > 0:
@@ -488,10 +488,48 @@ class OptunaSweeperImpl(Sweeper):
                     log.info("every grid point has been run")
                     break
             trials = [study.ask(fixed_distributions=distributions) for _ in range(batch_size)]
-            returns.append(self._run_batch(study, trials, fixed))
+            overrides = {
+                trial.number: [
+                    *fixed,
+                    *(f"{key}={override_value(value)}" for key, value in trial.params.items()),
+                ]
+                for trial in trials
+            }
+            self._refuse_folder_clashes(study, trials, overrides)
+            if not returns:  # the first batch: written once its folders are known to be free
+                self._save_multirun(sweep_dir)
+            returns.append(self._run_batch(study, trials, overrides))
             remaining -= batch_size
+        if not returns:
+            self._save_multirun(sweep_dir)
         self._write_results(study, sweep_dir)
         return returns
+
+    def _save_multirun(self, sweep_dir: Path) -> None:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+
+    def _refuse_folder_clashes(
+        self, study: optuna.Study, trials: list[optuna.Trial], overrides: Mapping[int, list[str]]
+    ) -> None:
+        """A trial whose job folder (``<sweep dir>/<trial number>``) holds another job (an earlier
+        study sent into the same hydra.sweep.dir) would overwrite it: the command stops with one
+        line, exit 2, before the batch is launched; the batch's trials are told FAIL (a study in
+        a storage counts them as finished). The same job (the same overrides, e.g. an in-memory
+        study run again with its seed) reuses its folder."""
+        import optuna
+
+        from viking_eval.sweep import job_folder_clashes, numbered_job_dirs, refuse_clashes
+
+        assert self.config is not None
+        sweep_dir = numbered_job_dirs(self.config)
+        if sweep_dir is None or not sweep_dir.is_dir():
+            return
+        clashes = job_folder_clashes(sweep_dir, overrides)
+        if clashes:
+            for trial in trials:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            refuse_clashes(clashes, "trial")
 
     def _check_keys(self, space: list[SearchParam]) -> None:
         """A swept key that is not in the config would fail every trial at composition: say so
@@ -527,15 +565,11 @@ class OptunaSweeperImpl(Sweeper):
                 )
 
     def _run_batch(
-        self, study: optuna.Study, trials: list[optuna.Trial], fixed: list[str]
+        self, study: optuna.Study, trials: list[optuna.Trial], overrides: Mapping[int, list[str]]
     ) -> list[JobReturn]:
         import optuna
 
         assert self.launcher is not None
-        overrides = {
-            trial.number: [*fixed, *(f"{key}={override_value(value)}" for key, value in trial.params.items())]
-            for trial in trials
-        }
         runnable: list[int] = []
         by_number = {trial.number: trial for trial in trials}
         for trial in trials:
