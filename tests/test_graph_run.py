@@ -50,8 +50,8 @@ def test_experiments_compose_and_validate(experiment: str) -> None:
     assert settings.dataset.half == "holdout"  # graph_tuned was tuned on the other half
     assert by_name["graph"].target == "retrievers.graph.GraphRetriever"
     assert by_name["graph_oasis"].params["scoring"] == "oasis"
-    # the oasis preset turns off both departures; the default keeps them on
-    assert by_name["graph_oasis"].params["rescore_reached"] is False
+    # the oasis preset: its documented blend (a graph-found document's own cosine counts), no fill
+    assert by_name["graph_oasis"].params["rescore_reached"] is True
     assert by_name["graph_oasis"].params["vector_fill"] is False
     assert (
         by_name["graph"].params["rescore_reached"] is True and by_name["graph"].params["vector_fill"] is True

@@ -693,7 +693,7 @@ def table(**changes: object) -> dict[str, object]:
     [
         (
             {"weights": table(URGENT={"semantic": 1.0})},
-            r"^weights key must be one of \['FACTUAL', 'TEMPORAL', 'CODE', 'PREFERENCE', 'MIXED'\], got 'URGENT'$",
+            r"^weights key must be one of \['FACTUAL', 'TEMPORAL', 'CODE', 'PREFERENCE', 'MIXED', 'CONVERSATIONAL'\], got 'URGENT'$",
         ),
         (
             {"weights": {k: v for k, v in DEFAULT_WEIGHTS.items() if k != "MIXED"}},
@@ -740,7 +740,7 @@ def table(**changes: object) -> dict[str, object]:
         ({"candidate_k": 0}, r"^candidate_k must be an integer in \[1, 10000\], got 0$"),
         ({"rrf_k": 2.5}, r"^rrf_k must be an integer in \[1, 10000\], got 2.5$"),
         ({"timeout_seconds": 0}, r"^timeout_seconds must be a number in \(0, 3600\], got 0$"),
-        ({"default_intent": "CHAT"}, r"^default_intent must be one of \[.*'MIXED'\], got 'CHAT'$"),
+        ({"default_intent": "CHAT"}, r"^default_intent must be one of \[.*'CONVERSATIONAL'\], got 'CHAT'$"),
         ({"mixed_ratio": 0}, r"^mixed_ratio must be a number in \(0, 1\], got 0$"),
         ({"rules": [{"intent": "URGENT", "pattern": "now"}]}, r"^rules\[0\].intent must be one of"),
         ({"structural_fields": "func_name"}, r"^structural_fields must be a list, got 'func_name'$"),

@@ -3,14 +3,16 @@
 :class:`QueryAnalyzer` classifies a query as TEMPORAL, CODE, PREFERENCE, FACTUAL or MIXED and
 extracts what the strategies need: time expressions (:mod:`retrievers.timeparse`), code
 identifiers (:mod:`retrievers.multi_strategy.identifiers`) and keywords (the project's words,
-:func:`retrievers.text.words`, minus :data:`KEYWORD_STOPWORDS`).
+:func:`retrievers.text.words`, minus :data:`KEYWORD_STOPWORDS`, at least ``keyword_min_length``
+characters long, the first ``max_keywords``: Memory-Arc keeps words longer than 2, at most 10).
 
 The classification is a table, not a chain of ifs. Each rule (:class:`IntentRule`) names an
 intent, a weight and either a regular expression (searched case-insensitively in the query) or a
 feature (``time_expression``: a time expression was found; ``code_identifier``: an identifier was
 found). An intent's score is the sum of the weights of its rules that fire. Then:
 
-- no intent reaches ``min_intent_score``: ``default_intent`` (FACTUAL);
+- no intent reaches ``min_intent_score``: ``default_intent`` (FACTUAL; Memory-Arc's analyser gives
+  CONVERSATIONAL there, which its preset sets, with its own row of weights);
 - otherwise the best intent, unless the runner-up reaches ``mixed_ratio`` x the best score
   (a tie included): MIXED.
 
@@ -39,6 +41,7 @@ __all__ = [
     "FEATURES",
     "INTENTS",
     "KEYWORD_STOPWORDS",
+    "REQUIRED_INTENTS",
     "AnalyzerParams",
     "IntentRule",
     "QueryAnalysis",
@@ -46,12 +49,15 @@ __all__ = [
     "parse_rules",
 ]
 
-Intent = Literal["FACTUAL", "TEMPORAL", "CODE", "PREFERENCE", "MIXED"]
+Intent = Literal["FACTUAL", "TEMPORAL", "CODE", "PREFERENCE", "MIXED", "CONVERSATIONAL"]
 AnalyzedIntent = Literal["FACTUAL", "TEMPORAL", "CODE", "PREFERENCE"]
 Feature = Literal["time_expression", "code_identifier"]
 
-#: every intent a query can get; MIXED is derived (several intents score alike), never a rule's
+#: every intent a query can get; MIXED is derived (several intents score alike), never a rule's;
+#: CONVERSATIONAL (Memory-Arc's intent of a query no pattern matched) is only ever a default_intent
 INTENTS: tuple[str, ...] = typing.get_args(Intent)
+#: the intents every ``weights`` table needs a row for (CONVERSATIONAL only when it is the default)
+REQUIRED_INTENTS: tuple[str, ...] = tuple(intent for intent in INTENTS if intent != "CONVERSATIONAL")
 ANALYZED_INTENTS: tuple[str, ...] = typing.get_args(AnalyzedIntent)
 FEATURES: tuple[str, ...] = typing.get_args(Feature)
 
@@ -171,7 +177,17 @@ class AnalyzerParams(Params):
     min_intent_score: float = param(
         1.0, low=0.0, high=1e6, doc="below it no intent is chosen: default_intent"
     )
-    default_intent: Intent = param("FACTUAL", doc="the intent when no rule reaches min_intent_score")
+    default_intent: Intent = param(
+        "FACTUAL",
+        doc="the intent when no rule reaches min_intent_score (CONVERSATIONAL: Memory-Arc's, which runs "
+        "its own weights row)",
+    )
+    keyword_min_length: int = param(
+        1, low=1, high=100, doc="keywords shorter than this are dropped (Memory-Arc: 3, its len(word) > 2)"
+    )
+    max_keywords: int | None = param(
+        None, low=1, high=10_000, doc="keep only the first this many keywords (Memory-Arc: 10); null = all"
+    )
 
     def check(self) -> None:
         if self.rules is not None:
@@ -223,10 +239,17 @@ class QueryAnalyzer:
         """Code identifiers in ``query`` (in order of appearance, each once)."""
         return find_identifiers(query)
 
-    @staticmethod
-    def keywords(query: str) -> tuple[str, ...]:
-        """The query's words (:func:`retrievers.text.words`) that are not stopwords, each once, in order."""
-        return tuple(dict.fromkeys(word for word in words(query) if word not in KEYWORD_STOPWORDS))
+    def keywords(self, query: str) -> tuple[str, ...]:
+        """The query's words (:func:`retrievers.text.words`) that are not stopwords and have at least
+        ``keyword_min_length`` characters, each once, in order; the first ``max_keywords`` of them."""
+        minimum = self.params.keyword_min_length
+        found = tuple(
+            dict.fromkeys(
+                word for word in words(query) if word not in KEYWORD_STOPWORDS and len(word) >= minimum
+            )
+        )
+        limit = self.params.max_keywords
+        return found if limit is None else found[:limit]
 
     def analyze(self, query: str) -> QueryAnalysis:
         if not isinstance(query, str):

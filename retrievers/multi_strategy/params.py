@@ -15,7 +15,7 @@ from typing import Literal, cast
 
 from retrievers.fusion import ContextParams
 from retrievers.kernel import RetrieverParams
-from retrievers.multi_strategy.analysis import INTENTS, AnalyzerParams, Intent
+from retrievers.multi_strategy.analysis import REQUIRED_INTENTS, AnalyzerParams, Intent
 from retrievers.params import is_number, param
 from retrievers.timeparse import parse_timestamp
 
@@ -38,13 +38,16 @@ VECTOR_STRATEGIES: tuple[str, ...] = ("semantic", "temporal")
 
 #: The reference design's defaults: semantic 1.0, temporal 0.8, structural 0.9, full-text 0.6;
 #: TEMPORAL raises temporal to 1.2; CODE sets structural 1.2 and semantic 0.9; FACTUAL raises
-#: full-text to 0.9; PREFERENCE uses semantic + full-text; MIXED uses all that apply.
+#: full-text to 0.9; PREFERENCE uses semantic + full-text; MIXED uses all that apply; CONVERSATIONAL
+#: (Memory-Arc's intent when no pattern matches) semantic + full-text at the default weights.
 DEFAULT_WEIGHTS: Mapping[str, Mapping[str, float]] = {
     "FACTUAL": {"semantic": 1.0, "fulltext": 0.9},
     "TEMPORAL": {"semantic": 1.0, "temporal": 1.2},
     "CODE": {"semantic": 0.9, "structural": 1.2},
     "PREFERENCE": {"semantic": 1.0, "fulltext": 0.6},
     "MIXED": {"semantic": 1.0, "temporal": 0.8, "structural": 0.9, "fulltext": 0.6},
+    # used only with default_intent CONVERSATIONAL (Memory-Arc: semantic + full-text, default weights)
+    "CONVERSATIONAL": {"semantic": 1.0, "fulltext": 0.6},
 }
 #: strategy -> the analysis feature that makes it run even when the intent's row leaves it out
 EVIDENCE: Mapping[str, str] = {"temporal": "time_expression", "structural": "code_identifier"}
@@ -128,6 +131,19 @@ class MultiStrategyParams(AnalyzerParams, ContextParams, RetrieverParams):
     fulltext_scoring: Literal["bm25", "seed"] = param(
         "bm25", doc="fulltext: the store's BM25, or matches/keywords*0.6 + importance/10*0.4"
     )
+    default_importance: float = param(
+        0.0,
+        low=0.0,
+        high=10.0,
+        doc="fulltext seed scoring: the importance of a document without a numeric metadata.importance "
+        "(Memory-Arc: 5, its Memory default; 0 = such a document gets no importance term)",
+    )
+    semantic_min_score: float | None = param(
+        None,
+        low=-1.0,
+        high=1.0,
+        doc="semantic: drop hits whose cosine is below this (Memory-Arc: 0.5, its min_score); null = keep all",
+    )
     timeout_seconds: float = param(
         10.0, low=0.0, high=3600.0, low_open=True, doc="per strategy and query of a block; over it: dropped"
     )
@@ -135,10 +151,15 @@ class MultiStrategyParams(AnalyzerParams, ContextParams, RetrieverParams):
     def check(self) -> None:
         RetrieverParams.check(self)
         AnalyzerParams.check(self)
-        missing = [intent for intent in INTENTS if intent not in self.weights]
+        required = list(REQUIRED_INTENTS)
+        if self.default_intent not in required:
+            required.append(self.default_intent)
+        missing = [intent for intent in required if intent not in self.weights]
         if missing:
             raise self.fail(
-                "weights", f"has no row for intent(s) {missing}; every intent of {list(INTENTS)} needs one"
+                "weights",
+                f"has no row for intent(s) {missing}; every intent of {list(REQUIRED_INTENTS)} needs one, "
+                "and so does default_intent",
             )
         for intent, row in self.weights.items():
             if not any(weight > 0 for weight in row.values()):

@@ -108,7 +108,7 @@ class MultiStrategyRetriever(KernelRetriever):
         store, mask, scope = self.store, self.mask, self.scope
         self.analyzer = QueryAnalyzer(params)
         build: dict[str, Callable[[], Strategy]] = {
-            "semantic": lambda: SemanticStrategy(store, mask, params),
+            "semantic": lambda: SemanticStrategy(store, mask, params, params.semantic_min_score),
             "temporal": lambda: TemporalStrategy(
                 store,
                 mask,
@@ -119,7 +119,9 @@ class MultiStrategyRetriever(KernelRetriever):
                 window_days=params.temporal_window_days,
             ),
             "structural": lambda: StructuralStrategy(store, scope, params.structural_fields),
-            "fulltext": lambda: FullTextStrategy(store, mask, scope, params.fulltext_scoring),
+            "fulltext": lambda: FullTextStrategy(
+                store, mask, scope, params.fulltext_scoring, params.default_importance
+            ),
         }
         self.strategies: dict[str, Strategy] = {name: build[name]() for name in params.strategies}
         self._context = context_graph(store.edges, params)

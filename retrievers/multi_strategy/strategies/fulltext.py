@@ -4,7 +4,8 @@ design's keyword score (``seed``)::
     matches / keywords * 0.6 + importance / 10 * 0.4
 
 ``matches`` counts the analyser's keywords found as whole words (:func:`retrievers.text.words`)
-in the title and text, ``importance`` is ``metadata.importance`` clipped to 0..10 (missing = 0).
+in the title and text, ``importance`` is ``metadata.importance`` clipped to 0..10; a document without a
+numeric one gets ``default_importance`` (the retriever's; 0 by default, Memory-Arc's 5 in its preset).
 Both are restricted to the retriever's mask; with ``seed`` a row matching no keyword never scores.
 """
 
@@ -40,8 +41,8 @@ def _token_rows(documents: Sequence[Any]) -> dict[str, IntArray]:
     return {token: np.asarray(rows, dtype=np.int64) for token, rows in postings.items()}
 
 
-def _importance(documents: Sequence[Any]) -> FloatArray:
-    values = np.zeros(len(documents), dtype=np.float64)
+def _importance(documents: Sequence[Any], default: float) -> FloatArray:
+    values = np.full(len(documents), default, dtype=np.float64)
     for row, doc in enumerate(documents):
         raw = doc.metadata.get("importance")
         if is_number(raw) and math.isfinite(float(raw)):
@@ -54,11 +55,19 @@ class FullTextStrategy:
 
     name = "fulltext"
 
-    def __init__(self, store: ContextStore, mask: BoolArray | None, scope: BoolArray, scoring: str) -> None:
+    def __init__(
+        self,
+        store: ContextStore,
+        mask: BoolArray | None,
+        scope: BoolArray,
+        scoring: str,
+        default_importance: float = 0.0,
+    ) -> None:
         self.store = store
         self.mask = mask
         self.scope = scope
         self.scoring = scoring
+        self.default_importance = default_importance
 
     def unavailable(self, analysis: QueryAnalysis) -> str | None:
         if self.scoring == "seed" and not analysis.keywords:
@@ -71,7 +80,10 @@ class FullTextStrategy:
             return [hits(s, r) for s, r in self.store.bm25.search(queries, depth, mask=self.mask)]
         documents = self.store.documents
         postings: dict[str, IntArray] = SharedIndexes.get(documents, "tokens", lambda: _token_rows(documents))
-        importance: FloatArray = SharedIndexes.get(documents, "importance", lambda: _importance(documents))
+        default = self.default_importance
+        importance: FloatArray = SharedIndexes.get(
+            documents, f"importance:{default!r}", lambda: _importance(documents, default)
+        )
         results: list[Hits] = []
         for context in contexts:
             keywords = context.analysis.keywords
