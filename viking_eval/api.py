@@ -5,15 +5,15 @@
                        "scifact", metrics=["nDCG@10", "R@100"], embedder="tfidf")
     summary.metrics()   # {"bm25": {"nDCG@10": ...}, "mine": {...}}
 
-It runs what ``python -m viking_eval`` runs, with the same parts: the dataset is loaded and
-validated by viking_eval.data, retriever configs are checked by viking_eval.config and built over
-the cached ContextStore by the runner's code, every retriever is evaluated by
-``runner.evaluate_retriever`` (the loop the CLI uses: blocks of queries, result checks, metrics
-through ir-measures, latency), significance against the baseline by viking_eval.significance. The
-result is the same :class:`~viking_eval.results.RunSummary`; with ``output_dir`` the same run folder
-is written (config.yaml, runs/, metrics.json/.csv, per_query.csv, significance.csv, latency.json,
-environment.json, report.md/.html, and resume markers for retriever configs), so the leaderboard,
-the gate's ``baseline_run`` and the reports read it like any run.
+It runs what ``python -m viking_eval`` runs, through the same loop: this module only turns its
+arguments into the harness's validated settings (retriever configs checked by viking_eval.config
+before any data is read) and calls ``runner.run_experiment``, the one experiment loop of the CLI,
+sweeps, benchmarks and the gate. So the embedder is fitted once per corpus and cached, retriever
+configs resume from their finished markers in ``output_dir`` exactly as a CLI run does, and the
+result is the same :class:`~viking_eval.results.RunSummary`; with ``output_dir`` the same run
+folder is written (config.yaml, runs/, metrics.json/.csv, per_query.csv, significance.csv,
+latency.json, environment.json, report.md/.html, resume markers for retriever configs), so the
+leaderboard, the gate's ``baseline_run`` and the reports read it like any run.
 
 Retrievers are either
 
@@ -32,19 +32,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
-from hydra.utils import instantiate
 
 from retrievers.params import ParamError
-from retrievers.types import Embedder, EncodeKind, Retriever
-from viking_eval import run_folder
-from viking_eval.cache import ArtifactCache
+from retrievers.types import Embedder, Retriever
 from viking_eval.config import (
     ConfigError,
     DatasetSettings,
@@ -59,18 +54,10 @@ from viking_eval.config import (
 from viking_eval.config.compose import CONFIG_DIR
 from viking_eval.config.errors import from_library_error
 from viking_eval.data import BeirDataset
-from viking_eval.environment import collect_environment, peak_rss_mb
-from viking_eval.metrics import deeper_than_run, depth_note, parse_metrics
-from viking_eval.results import RetrieverResult, RunSummary
-from viking_eval.runner import (
-    StoreLoader,
-    evaluate_retriever,
-    prepare_embedder,
-    resume_key,
-    run_retriever,
-)
-from viking_eval.significance import SignificanceSettings, compare_with_baseline
-from viking_eval.splits import load_for_phase
+from viking_eval.metrics import parse_metrics
+from viking_eval.results import RunSummary
+from viking_eval.runner import run_experiment
+from viking_eval.significance import SignificanceSettings
 
 __all__ = ["evaluate"]
 
@@ -78,17 +65,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_METRICS = ("nDCG@10", "R@10", "R@100", "RR@10", "AP@100")
 RetrieverLike = Retriever | Mapping[str, Any]
-
-
-class _NoEmbedder:
-    """Stands in for the embedder of a built retriever (the harness does not know it): latency
-    then counts the whole query as search."""
-
-    name = "(the retriever's own)"
-    dim = 0
-
-    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray:
-        raise RuntimeError("a built retriever encodes with its own embedder")
 
 
 def _is_config(value: object) -> bool:
@@ -247,9 +223,7 @@ def evaluate(
     Everything is validated before any data is read: a bad metric, parameter or retriever raises
     :class:`~viking_eval.config.ConfigError` naming the key (``retrievers.mine: my_mod.Mine has no
     retrieve_batch(queries, top_k) method``)."""
-    started = time.perf_counter()
     named = _named(retrievers)
-    given_dataset = dataset if isinstance(dataset, BeirDataset) else None
     try:
         dataset_settings, run = _harness_settings(
             dataset,
@@ -289,85 +263,13 @@ def evaluate(
         cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
         show_progress=show_progress,
     )
-    deeper = depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k))
-    if deeper:  # computed, said once, marked in the outputs (as a CLI run)
-        log.warning(deeper)
-    folder = Path(output_dir) if output_dir is not None else None
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        run_folder.write_config(folder, _config_yaml(settings, named))
-
-    if given_dataset is not None:
-        data = given_dataset
-    else:
-        data, _ = load_for_phase(
-            settings.dataset.path or settings.dataset.name,
-            "report",
-            split=split,
-            tune_split=None,
-            strict=strict,
-        )
-    cache = ArtifactCache(Path(settings.cache_dir) if settings.cache_dir else None)
-    stores: StoreLoader | None = None
-    built_embedder: Embedder | None = None
-    if configs:
-        chosen = embedder_object if embedder_object is not None else instantiate(settings.embedder)
-        built_embedder = prepare_embedder(chosen, data)
-        stores = StoreLoader(settings, data, built_embedder, cache)
-
-    results: list[RetrieverResult] = []
-    work_started = started
-    for spec in settings.retrievers:
-        value = named[spec.name]
-        if _is_config(value):
-            assert stores is not None and built_embedder is not None
-            result = run_retriever(settings, spec, data, stores.get(), built_embedder, cache, folder)
-            if folder is not None:
-                key = resume_key(settings, spec, data, built_embedder, stores.key)
-                run_folder.write_finished(folder, result, key, time.perf_counter() - work_started)
-        else:
-
-            def built(_: Embedder, __: Hashable, retriever: Retriever = value) -> Retriever:
-                return retriever
-
-            result = evaluate_retriever(
-                settings,
-                spec.name,
-                built,
-                data,
-                run_embedder=_NoEmbedder(),
-                latency_embedder=_NoEmbedder(),
-                known_ids=lambda _: data.corpus,
-                output_dir=folder,
-            )
-        work_started = time.perf_counter()
-        results.append(result)
-    comparisons = compare_with_baseline(
-        {result.name: result.per_query for result in results},
-        baseline or results[0].name,
-        [metric.name for metric in settings.metrics],
-        settings.run.significance,
+    factory = None if embedder_object is None else (lambda: embedder_object)
+    return run_experiment(
+        settings,
+        Path(output_dir) if output_dir is not None else None,
+        embedder_factory=factory,
+        config_yaml=_config_yaml(settings, named),
+        dataset=dataset if isinstance(dataset, BeirDataset) else None,
+        built={key: value for key, value in named.items() if not _is_config(value)},
+        environment={"api": True},
     )
-    summary = RunSummary(
-        output_dir=folder,  # type: ignore[arg-type]  # None: nothing written
-        dataset=data.name,
-        split=data.split,
-        results=results,
-        data_issues=data.issues.as_dict(),
-        significance=comparisons,
-        wall_seconds=time.perf_counter() - started,
-    )
-    if folder is not None:
-        environment = collect_environment(
-            {
-                **(stores.info if stores is not None else {}),
-                "dataset_files": data.files,
-                "cache_root": str(cache.root),
-                "cache_hits": cache.hits,
-                "cache_builds": cache.builds,
-                "peak_rss_mb": peak_rss_mb(),
-                "api": True,
-            }
-        )
-        run_folder.write_outputs(summary, settings, environment)
-    return summary

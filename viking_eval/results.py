@@ -41,7 +41,7 @@ class RetrieverResult:
 
 @dataclass(frozen=True)
 class RunSummary:
-    output_dir: Path  # the run folder (viking_eval.evaluate without output_dir: None, nothing written)
+    output_dir: Path | None  # the run folder (None: nothing was written)
     dataset: str
     split: str
     results: list[RetrieverResult]
@@ -62,7 +62,7 @@ class RunExperiment(Protocol):
     (they run experiments without importing the runner)."""
 
     def __call__(
-        self, settings: Settings, output_dir: Path, *, config_yaml: str = "", phase: Phase = "report"
+        self, settings: Settings, output_dir: Path | None, *, config_yaml: str = "", phase: Phase = "report"
     ) -> RunSummary: ...
 
 

@@ -168,8 +168,10 @@ def write_per_query(
 
 def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> None:
     """metrics.json/.csv, per_query.csv, latency.json, significance.csv, environment.json,
-    report.md and report.html of a finished run."""
+    report.md and report.html of a finished run (``summary.output_dir``, which must be set)."""
     folder = summary.output_dir
+    if folder is None:
+        raise ValueError("the run has no output_dir: nothing to write")
     metric_names = [metric.name for metric in settings.metrics]
     top_k = settings.run.top_k
     deeper = deeper_than_run(settings.metrics, top_k)  # R@100 at top_k 10: marked, not hidden

@@ -33,6 +33,7 @@ from collections.abc import Callable, Container, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from hydra.utils import get_class, instantiate
 
 from retrievers.builders import build_store
@@ -41,7 +42,7 @@ from retrievers.index.ann import code_default_knobs
 from retrievers.params import ParamError
 from retrievers.rerank.policy import fallback_summary
 from retrievers.store import STORE_FORMAT, ContextStore
-from retrievers.types import Embedder, RetrievalResult, Retriever
+from retrievers.types import Embedder, EncodeKind, RetrievalResult, Retriever
 from viking_eval import gate, run_folder
 from viking_eval.ann_quality import AnnQuality, describe_index
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
@@ -55,7 +56,7 @@ from viking_eval.latency import measure_latency
 from viking_eval.metrics import deeper_than_run, depth_note, evaluate
 from viking_eval.progress import progress_bar, progress_shown
 from viking_eval.report import summary_table
-from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
+from viking_eval.results import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
 from viking_eval.retriever_inputs import build_retriever, dataset_queries, input_files, wants_queries
 from viking_eval.significance import compare_with_baseline
 from viking_eval.splits import Phase, load_for_phase
@@ -483,52 +484,106 @@ def resume_key(
 # --------------------------------------------------------------------------- a run
 
 
+class _NoEmbedder:
+    """Stands in for the embedder of a retriever built outside the harness (``evaluate()`` given
+    an object): the harness does not know it, so latency counts the whole query as search."""
+
+    name = "(the retriever's own)"
+    dim = 0
+
+    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray:
+        raise RuntimeError("a built retriever encodes with its own embedder")
+
+
+def _built_result(
+    settings: Settings, name: str, retriever: Retriever, dataset: BeirDataset, output_dir: Path | None
+) -> RetrieverResult:
+    """A retriever object the caller built (``evaluate()``): evaluated as a config's would be,
+    without a resume marker (nothing says whether it is the same object next time)."""
+
+    def built(_: Embedder, __: Hashable) -> Retriever:
+        return retriever
+
+    return evaluate_retriever(
+        settings,
+        name,
+        built,
+        dataset,
+        run_embedder=_NoEmbedder(),
+        latency_embedder=_NoEmbedder(),
+        known_ids=lambda _: dataset.corpus,
+        output_dir=output_dir,
+    )
+
+
 def run_experiment(
     settings: Settings,
-    output_dir: Path,
+    output_dir: Path | None,
     *,
     embedder_factory: Callable[[], Embedder] | None = None,
     config_yaml: str = "",
     phase: Phase = "report",
+    dataset: BeirDataset | None = None,
+    built: Mapping[str, Retriever] | None = None,
+    environment: Mapping[str, Any] | None = None,
 ) -> RunSummary:
-    """Run every configured retriever and write the run folder; returns the summary.
+    """The one experiment loop, for the CLI, sweeps, benchmarks, the gate and
+    :func:`viking_eval.evaluate`: data, embedder (fitted once per corpus and cached), store,
+    every retriever (resumed from its finished marker when ``run.resume`` and nothing that
+    produced it changed), significance, the run folder; returns the summary.
+
     ``phase``: ``report`` (a single run: the configured split), ``tune`` (a sweep job: the
     tuning split), ``final`` (the chosen configuration after a sweep); see splits.py.
+    ``output_dir`` None writes nothing (and so resumes nothing). ``dataset``: a loaded dataset
+    to use instead of loading ``settings.dataset``. ``built``: retrievers given as objects by
+    name (the specs of those names are not built from config). ``environment``: extra entries
+    for environment.json.
 
     ``wall_seconds`` is what the results cost: this invocation's time plus, for each result taken
     from a finished marker, the seconds recorded when it was computed (a resumed sweep job keeps
     the cost of its work, not the fraction of a second of the resume)."""
     started = time.perf_counter()
+    built = dict(built or {})
     deeper = depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k))
     if deeper:  # computed, said here once, marked in every output (run_folder, report)
         log.warning(deeper)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    if config_yaml:
-        run_folder.write_config(output_dir, config_yaml)
+    if output_dir is not None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        if config_yaml:
+            run_folder.write_config(output_dir, config_yaml)
     cache = ArtifactCache(Path(settings.cache_dir) if settings.cache_dir else None)
-    dataset, split_choice = load_for_phase(
-        settings.dataset.path or settings.dataset.name,
-        phase,
-        split=settings.dataset.split,
-        tune_split=settings.dataset.tune_split,
-        strict=settings.dataset.strict,
-        partition_key=settings.dataset.partition_key,
-        partition_seed=settings.dataset.partition_seed,
-        download=settings.dataset.download,
-        half=settings.dataset.half,
-    )
-    embedder = _embedder_for(settings, dataset, embedder_factory, cache)
-    stores = StoreLoader(settings, dataset, embedder, cache)
+    on_reported_split = False
+    if dataset is None:
+        dataset, split_choice = load_for_phase(
+            settings.dataset.path or settings.dataset.name,
+            phase,
+            split=settings.dataset.split,
+            tune_split=settings.dataset.tune_split,
+            strict=settings.dataset.strict,
+            partition_key=settings.dataset.partition_key,
+            partition_seed=settings.dataset.partition_seed,
+            download=settings.dataset.download,
+            half=settings.dataset.half,
+        )
+        on_reported_split = split_choice.on_reported_split
+    configured = [spec for spec in settings.retrievers if spec.name not in built]
+    embedder: Embedder | None = None
+    stores: StoreLoader | None = None
+    if configured:  # only retrievers built from configs need the run's embedder and store
+        embedder = _embedder_for(settings, dataset, embedder_factory, cache)
+        stores = StoreLoader(settings, dataset, embedder, cache)
     results = []
     resumed_seconds = 0.0
     work_started = started  # the cost of a computed result runs from here (setup included)
     for spec in settings.retrievers:
+        if spec.name in built:
+            result = _built_result(settings, spec.name, built[spec.name], dataset, output_dir)
+            work_started = time.perf_counter()
+            results.append(result)
+            continue
+        assert stores is not None and embedder is not None  # made above for configured specs
         key = resume_key(settings, spec, dataset, embedder, stores.key)
-        try:
-            finished = run_folder.read_finished(output_dir, spec.name) if settings.run.resume else None
-        except run_folder.RunFolderError as error:
-            log.info("rerunning %s: %s", spec.name, error)
-            finished = None
+        finished = _finished(settings, output_dir, spec.name)
         if finished is not None:
             reason = finished.reason_to_rerun(key)
             if reason is None:
@@ -539,7 +594,8 @@ def run_experiment(
             log.info("rerunning %s: %s", spec.name, reason)
         result = run_retriever(settings, spec, dataset, stores.get(), embedder, cache, output_dir)
         now = time.perf_counter()
-        run_folder.write_finished(output_dir, result, key, now - work_started)
+        if output_dir is not None:
+            run_folder.write_finished(output_dir, result, key, now - work_started)
         work_started = now
         results.append(result)
     significance = compare_with_baseline(
@@ -556,24 +612,37 @@ def run_experiment(
         results=results,
         data_issues=dataset.issues.as_dict(),
         phase=phase,
-        tuned_on_reported_split=split_choice.on_reported_split,
+        tuned_on_reported_split=on_reported_split,
         significance=significance,
         wall_seconds=time.perf_counter() - started + resumed_seconds,
     )
-    environment = collect_environment(
-        {
-            **stores.info,
-            "dataset_files": dataset.files,
-            "dataset_split": dataset.split,  # with the half evaluated, e.g. test[holdout half]
-            "dataset_subset": dataset.subset,  # the half's partition key and seed ("" = every query)
-            "cache_root": str(cache.root),
-            "cache_hits": cache.hits,
-            "cache_builds": cache.builds,
-            "peak_rss_mb": peak_rss_mb(),
-        }
-    )
-    run_folder.write_outputs(summary, settings, environment)
+    if output_dir is not None:
+        recorded = collect_environment(
+            {
+                **(stores.info if stores is not None else {}),
+                "dataset_files": dataset.files,
+                "dataset_split": dataset.split,  # with the half evaluated, e.g. test[holdout half]
+                "dataset_subset": dataset.subset,  # the half's partition key and seed ("" = every query)
+                "cache_root": str(cache.root),
+                "cache_hits": cache.hits,
+                "cache_builds": cache.builds,
+                "peak_rss_mb": peak_rss_mb(),
+                **(environment or {}),
+            }
+        )
+        run_folder.write_outputs(summary, settings, recorded)
     return summary
+
+
+def _finished(settings: Settings, output_dir: Path | None, name: str) -> FinishedRetriever | None:
+    """The finished marker of retriever ``name`` in ``output_dir`` when resuming; None to run it."""
+    if output_dir is None or not settings.run.resume:
+        return None
+    try:
+        return run_folder.read_finished(output_dir, name)
+    except run_folder.RunFolderError as error:
+        log.info("rerunning %s: %s", name, error)
+        return None
 
 
 # --------------------------------------------------------------------------- programs
