@@ -144,11 +144,11 @@ def _node_keys(node_path: str, overrides: Sequence[str], dropped: str) -> tuple[
         return [], None
     target = node.get("_target_")
     if isinstance(target, str):
-        from hydra.utils import get_class
+        from viking_eval.config.registry import is_allowed, resolve
 
         params: Any = None
-        with suppress(Exception):  # an import error: the node's own keys are listed
-            params = getattr(get_class(target), "Params", None)
+        with suppress(Exception):  # not in the registry, or an import error: the node's own keys are listed
+            params = getattr(resolve(target, f"{node_path}._target_"), "Params", None) if is_allowed(target) else None
         if is_params_class(params):
             return [field.name for field in dataclasses.fields(schema_of(params))], params
     return [str(key) for key in node], None
