@@ -256,7 +256,8 @@ def resolve(target: object, key: str, kind: str | None = None) -> type:
     found = _import_own(target, prefix, key)
     if not isinstance(found, type):
         raise _refused(key, target, kind, f" (it is a {type(found).__name__}, not a class)")
-    if kind is not None and not callable(getattr(found, KINDS[kind], None)):
+    # a retriever class gets the whole contract checked, with its own message (settings.check_retriever)
+    if kind not in (None, "retriever") and not callable(getattr(found, KINDS[kind], None)):
         raise _refused(key, target, kind, f" (it has no {KINDS[kind]}() method)")
     return found
 

@@ -25,7 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
 from viking_eval.config.errors import ConfigError, from_library_error
-from viking_eval.config.registry import SLOT_KINDS, check_targets, is_allowed, resolve
+from viking_eval.config.registry import KINDS, SLOT_KINDS, check_targets, is_allowed, resolve
 from viking_eval.config.schema import init_schema, is_params_class
 from viking_eval.config.validate import BM25_STORE_KEYS, typed_values
 from viking_eval.metrics import Metric, MetricError, parse_metrics
@@ -367,6 +367,9 @@ def build_object(values: Mapping[str, Any], where: str, kind: str | None = None)
     slot = kind if kind is not None else SLOT_KINDS.get(where.rsplit(".", 1)[-1])
     example = "retrievers.rerank.EmbeddingReranker"
     _, cls = _target(values, where, slot or "", example) if slot else _target_any(values, where)
+    if slot is not None and not callable(getattr(cls, KINDS[slot], None)):
+        detail = f"{cls.__module__}.{cls.__qualname__} is not a {slot}: it has no {KINDS[slot]}() method"
+        raise ConfigError(where, f"_target_ {detail}", key=f"{where}._target_", detail=detail)
     rest = {name: item for name, item in values.items() if name != "_target_"}
     typed = typed_values(cls, rest, where, init=True)
     arguments = {name: _built(item, f"{where}.{name}") for name, item in typed.items()}
