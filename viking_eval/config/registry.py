@@ -190,7 +190,8 @@ def _hint() -> str:
 
 
 def _refused(key: str, target: Any, kind: str | None, reason: str = "") -> ConfigError:
-    what = f"a {kind} class of the registry" if kind else "a class of the registry"
+    article = "an" if kind and kind[0] in "aeiou" else "a"
+    what = f"{article} {kind} class of the registry" if kind else "a class of the registry"
     names = allowed_names(kind)
     shown = ", ".join(names) if len(names) <= 8 else ", ".join(names[:8]) + ", ..."
     detail = f"{target!r} is not {what}{reason}; allowed: {shown}; {_hint()}"
@@ -218,7 +219,9 @@ def _import_own(target: str, prefix: str, key: str) -> Any:
         try:
             found: Any = importlib.import_module(module_name)
         except ModuleNotFoundError as error:
-            if error.name is not None and (module_name == error.name or module_name.startswith(f"{error.name}.")):
+            if error.name is not None and (
+                module_name == error.name or module_name.startswith(f"{error.name}.")
+            ):
                 continue  # this prefix is no module: try a shorter one (a class inside a class)
             raise _import_error(key, target, error) from None
         except Exception as error:  # the user's module raised while importing
