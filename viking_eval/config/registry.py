@@ -261,7 +261,9 @@ def resolve(target: object, key: str, kind: str | None = None) -> type:
         raise _refused(key, target, kind, f" (it is a {type(found).__name__}, not a class)")
     # a retriever class gets the whole contract checked, with its own message (settings.check_retriever)
     if kind not in (None, "retriever") and not callable(getattr(found, KINDS[kind], None)):
-        raise _refused(key, target, kind, f" (it has no {KINDS[kind]}() method)")
+        article = "an" if kind[0] in "aeiou" else "a"
+        detail = f"{target!r} is not {article} {kind}: it has no {KINDS[kind]}() method (retrievers/types.py)"
+        raise ConfigError(key.rsplit("._target_", 1)[0], f"_target_ {detail}", key=key, detail=detail)
     return found
 
 
