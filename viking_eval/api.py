@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-from hydra.utils import instantiate
 
 from retrievers.params import ParamError
 from retrievers.types import Embedder, EncodeKind, Retriever
@@ -51,6 +50,7 @@ from viking_eval.config import (
     RetrieverSpec,
     RunSettings,
     Settings,
+    build_object,
     check_embedder,
     check_retriever,
     check_store,
@@ -305,7 +305,11 @@ def evaluate(
     stores: StoreLoader | None = None
     built_embedder: Embedder | None = None
     if configs:
-        chosen = embedder_object if embedder_object is not None else instantiate(settings.embedder)
+        chosen = (
+            embedder_object
+            if embedder_object is not None
+            else build_object(settings.embedder, "embedder", "embedder")
+        )
         built_embedder = prepare_embedder(chosen, data)
         stores = StoreLoader(settings, data, built_embedder, cache)
 

@@ -292,6 +292,7 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
     where = f"retrievers.{name}"
     if not isinstance(cfg, Mapping):
         raise ConfigError(where, f"must be a mapping with _target_ (conf/retriever/), got {cfg!r}")
+    check_targets(cfg, ("retrievers", name))  # every _target_ in it, before any is imported
     target, cls = _target(cfg, where, "retriever", "retrievers.baselines.DenseRetriever")
     _check_contract(target, cls, where)
     values = {key: value for key, value in cfg.items() if key != "_target_"}
@@ -405,6 +406,7 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     then the (lazy, cheap) constructor."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("embedder", f"must be a mapping with _target_ (conf/embedder/), got {cfg!r}")
+    check_targets(cfg, ("embedder",))
     target, cls = _target(cfg, "embedder", "embedder", "retrievers.embedders.SentenceTransformerEmbedder")
     typed = typed_values(
         cls, {key: value for key, value in cfg.items() if key != "_target_"}, "embedder", init=True
