@@ -6,7 +6,8 @@ where the numbers came from. Loading it:
 
 - instantiates only classes of an explicit registry (:data:`RETRIEVERS`, :data:`EMBEDDERS`,
   :data:`RERANKERS`) with only the parameters listed there: a file naming ``os.system``, a class
-  outside the registry or a setting outside its list is refused. Endpoints, API keys, devices and
+  outside the registry, a ``_target_`` anywhere (tuned files name classes only by ``class``) or a
+  setting outside its list is refused before anything is imported. Endpoints, API keys, devices and
   anything else with side effects come only from the caller (``reranker=``, ``embedder=``): a
   tuned file can never send an environment variable to a host of its choosing;
 - validates every parameter through the class's own checks;
@@ -163,6 +164,24 @@ def _reranker(spec: object, path: Path, field: str) -> Reranker:
     return reranker
 
 
+def _refuse_targets(value: object, path: Path, field: str) -> None:
+    """A ``_target_`` anywhere in a tuned file is refused before anything is imported: a tuned file
+    names its classes only by ``class`` (looked up in the registries above), never by a dotted
+    name that would be imported and called."""
+    if isinstance(value, Mapping):
+        if "_target_" in value:
+            raise TunedFileError(
+                f"{path}: {field}._target_ {value['_target_']!r} is refused: a tuned file names classes "
+                f"only by 'class' from the registry (retrievers {sorted(RETRIEVERS)}, embedders "
+                f"{sorted(EMBEDDERS)}, rerankers {sorted(RERANKERS)}); pass any other object yourself"
+            )
+        for key, item in value.items():
+            _refuse_targets(item, path, f"{field}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _refuse_targets(item, path, f"{field}.{index}")
+
+
 def read_tuned(path: str | Path) -> dict[str, Any]:
     """The tuned file as plain data, with its required fields checked."""
     path = Path(path)
@@ -177,6 +196,8 @@ def read_tuned(path: str | Path) -> dict[str, Any]:
         raise TunedFileError(f"{path}: missing field(s) {missing}; a tuned file needs {list(REQUIRED)}")
     if data["format"] != TUNED_FORMAT:
         raise TunedFileError(f"{path}: format {data['format']!r} is not supported (expected {TUNED_FORMAT})")
+    for field in ("retriever", "embedder", "store"):
+        _refuse_targets(data[field], path, field)
     name, _ = _spec(data["retriever"], path, "retriever")
     if name not in RETRIEVERS:
         raise TunedFileError(

@@ -105,7 +105,13 @@ def out_of_tree(tmp_path_factory: pytest.TempPathFactory) -> str:
     folder = tmp_path_factory.mktemp("elsewhere")
     (folder / "my_retrievers.py").write_text(textwrap.dedent(OUT_OF_TREE), encoding="utf-8")
     sys.path.insert(0, str(folder))
+    allowed = os.environ.get("VIKING_EVAL_ALLOW_TARGETS")
+    os.environ["VIKING_EVAL_ALLOW_TARGETS"] = "my_retrievers"  # an own module a config may name
     yield str(folder)
+    if allowed is None:
+        os.environ.pop("VIKING_EVAL_ALLOW_TARGETS")
+    else:
+        os.environ["VIKING_EVAL_ALLOW_TARGETS"] = allowed
     sys.path.remove(str(folder))
     sys.modules.pop("my_retrievers", None)
 

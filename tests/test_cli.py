@@ -326,7 +326,7 @@ def test_a_bug_keeps_its_traceback_and_exits_1(shared_datasets: Path, tmp_path: 
         *SMOKE,
         "+retrievers.boom._target_=test_cli.ExplodingRetriever",
         f"hydra.run.dir={run_dir}",
-        env={"VIKING_EVAL_DATA": str(shared_datasets)},
+        env={"VIKING_EVAL_DATA": str(shared_datasets), "VIKING_EVAL_ALLOW_TARGETS": "test_cli"},
     )
     assert result.returncode == 1
     assert "RuntimeError: boom: a bug, not a bad input" in result.stderr

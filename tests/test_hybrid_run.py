@@ -54,6 +54,7 @@ def test_reranker_object_from_config_and_fallbacks_in_metrics(
     shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    monkeypatch.setenv("VIKING_EVAL_ALLOW_TARGETS", "test_hybrid_run")  # ShortestFirst, an own reranker
     settings = _settings(
         *HYBRID,
         "+retriever@retrievers.reranked=hybrid_rrf",

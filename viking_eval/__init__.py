@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["evaluate"]
+__all__ = ["allow_targets", "evaluate"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,4 +16,8 @@ def __getattr__(name: str) -> Any:
         from viking_eval.api import evaluate
 
         return evaluate
+    if name == "allow_targets":  # own classes a config may name (viking_eval/config/registry.py)
+        from viking_eval.config.registry import allow_targets
+
+        return allow_targets
     raise AttributeError(f"module 'viking_eval' has no attribute {name!r}")

@@ -47,6 +47,7 @@ from viking_eval.config.compose import (
     hydra_session,
     job_overrides,
 )
+from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
 from viking_eval.progress import quiet_libraries
 from viking_eval.splits import check_half_for_sweep
@@ -82,20 +83,24 @@ _NO_RUN_FLAGS = ("help", "hydra_help", "version", "cfg", "info", "shell_completi
 
 def preflight(argv: Sequence[str]) -> None:
     """Compose and validate the config of every job ``argv`` would run; exit 2 on the first
-    problem. Commands that run nothing (``--help``, ``--cfg``, ...) and other config folders
-    (``--config-dir``, ``--config-path``) are left to Hydra."""
+    problem. A ``--config-dir`` is searched first, as Hydra does; commands that run nothing
+    (``--help``, ``--cfg``, ...) and another primary config folder (``--config-path``) are left to
+    Hydra (the app validates the composed config before it builds anything)."""
     from hydra._internal.utils import get_args_parser
 
     try:
         args = get_args_parser().parse_args(list(argv))
     except SystemExit:
         return  # argparse printed its usage; Hydra will too
-    if any(getattr(args, flag, None) for flag in _NO_RUN_FLAGS) or args.config_dir or args.config_path:
+    if any(getattr(args, flag, None) for flag in _NO_RUN_FLAGS) or args.config_path:
         return
+    extra_dir = Path(args.config_dir).resolve() if args.config_dir else None
+    if extra_dir is not None and not extra_dir.is_dir():
+        return  # Hydra says so
     config_name = args.config_name or "config"
     overrides = list(args.overrides)
     try:
-        with hydra_session():
+        with hydra_session(extra_dir=extra_dir):
             _check_command(overrides, multirun=bool(args.multirun), config_name=config_name)
     except ConfigError as error:
         invalid(error.line())
@@ -114,6 +119,8 @@ def _settings(cfg: DictConfig, *, multirun: bool) -> Settings:
 def _check_command(overrides: list[str], *, multirun: bool, config_name: str) -> None:
     mode = RunMode.MULTIRUN if multirun else RunMode.RUN
     base = compose_config(overrides, run_mode=mode, config_name=config_name, with_hydra=True)
+    # Hydra builds its callbacks, sweeper and launcher before the app runs: their _target_ first
+    check_hydra_targets(_container(base.hydra))
     multirun = multirun or str(base.hydra.get("mode")) == "MULTIRUN"
     if multirun and OmegaConf.select(base, "benchmark.datasets") is not None:
         raise ConfigError(
@@ -149,6 +156,11 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
         _check_study(base, task, hydra_overrides, config_name)
     else:  # another sweeper: the config without its sweeps
         _settings(base, multirun=True)
+
+
+def _container(node: Any) -> dict[str, Any]:
+    plain = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
+    return {str(key): value for key, value in plain.items()} if isinstance(plain, dict) else {}
 
 
 def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], config_name: str) -> None:

@@ -306,7 +306,9 @@ def plan_checks(baseline: BaselineFile, compose: Compose = compose_overrides) ->
         try:
             settings = load_settings(cfg)
         except ConfigError as error:
-            raise GateError(f"{where}: the command {check.command!r} is not a valid run: {error}") from None
+            raise GateError(
+                f"{where}: the command {check.command!r} is not a valid run: {error.line()}"
+            ) from None
         if settings.gate.baseline is not None or settings.gate.baseline_run is not None:
             raise GateError(
                 f"{where}: the command must describe one evaluation, but it sets gate.baseline/baseline_run; "

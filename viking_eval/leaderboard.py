@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import get_class
 from tabulate import tabulate
 
 from viking_eval import io, run_folder
 from viking_eval.benchmark_table import row_name
 from viking_eval.config import ConfigError, check_store
+from viking_eval.config.registry import is_allowed, resolve
 
 __all__ = ["LeaderboardError", "LeaderboardRow", "collect", "main", "table_rows"]
 
@@ -71,9 +71,11 @@ def _with_defaults(node: Any) -> Any:
     writes it hash the same."""
     if not isinstance(node, dict) or not isinstance(node.get("_target_"), str):
         return node
+    if not is_allowed(node["_target_"]):  # a run folder is data: nothing outside the registry is imported
+        return node
     try:
-        cls = get_class(node["_target_"])
-    except Exception:  # a class that no longer imports: its config as written
+        cls = resolve(node["_target_"], "_target_")
+    except ConfigError:  # a class that no longer imports: its config as written
         return node
     filled = dict(node)
     params = getattr(cls, "Params", None)

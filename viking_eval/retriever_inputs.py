@@ -18,12 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import get_class
-
 from retrievers.params import ParamError
 from retrievers.types import Embedder
 from viking_eval.config import instantiate_objects
 from viking_eval.config.errors import from_library_error
+from viking_eval.config.registry import resolve
 from viking_eval.config.settings import is_retriever_config
 from viking_eval.data import BeirDataset, load_queries
 from viking_eval.io import sha256_file
@@ -48,7 +47,7 @@ def wants_queries(cls: type, params: Mapping[str, Any]) -> bool:
     if getattr(cls, "wants_queries", False) and params.get("queries") is None:
         return True
     return any(
-        wants_queries(get_class(value["_target_"]), value)
+        wants_queries(resolve(value["_target_"], "_target_", "retriever"), value)
         for value in params.values()
         if is_retriever_config(value)
     )
@@ -70,7 +69,7 @@ def build_retriever(
     built: dict[str, Any] = {}
     for key, value in params.items():
         if is_retriever_config(value):
-            inner_cls = get_class(value["_target_"])
+            inner_cls = resolve(value["_target_"], f"{where}.{key}._target_", "retriever")
             inner = instantiate_objects({k: v for k, v in value.items() if k != "_target_"}, f"{where}.{key}")
             built[key] = build_retriever(inner_cls, inner, store, embedder, queries, f"{where}.{key}")
         else:
@@ -88,7 +87,7 @@ def input_files(target: str, params: Mapping[str, Any]) -> dict[str, str]:
     store (its class's ``input_files(params)``, and those of retrievers in its parameters); a
     file that does not exist is listed as ``missing``."""
     files: dict[str, str] = {}
-    lister = getattr(get_class(target), "input_files", None)
+    lister = getattr(resolve(target, "_target_"), "input_files", None)
     for path in lister(params) if callable(lister) else []:
         file = Path(path)
         files[str(path)] = sha256_file(file) if file.is_file() else "missing"

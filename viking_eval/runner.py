@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hydra.utils import get_class, instantiate
 
 from retrievers.builders import build_store
 from retrievers.embedders.tfidf import CorpusFitError
@@ -48,6 +47,8 @@ from viking_eval.ann_quality import AnnQuality, describe_index
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.config.errors import from_library_error
+from viking_eval.config.registry import resolve
+from viking_eval.config.settings import build_object
 from viking_eval.contract import check_batch, check_results
 from viking_eval.data import BeirDataset, DataError
 from viking_eval.environment import collect_environment, peak_rss_mb
@@ -273,7 +274,7 @@ def run_retriever(
 ) -> RetrieverResult:
     """One configured retriever, built over ``store`` (per query scope), evaluated by
     :func:`evaluate_retriever`; its run file goes to ``output_dir`` (None: not written)."""
-    cls = get_class(spec.target)
+    cls = resolve(spec.target, f"retrievers.{spec.name}._target_", "retriever")
     scoped_stores: dict[str | None, ContextStore] = {}
 
     def store_for(scope: Hashable) -> ContextStore:
@@ -410,7 +411,8 @@ def _embedder_for(
     )
     embedder = memo_get(key)
     if embedder is None:
-        embedder = prepare_embedder(instantiate(settings.embedder), dataset, cache, settings.embedder)
+        built = build_object(settings.embedder, "embedder", "embedder")  # through the class registry
+        embedder = prepare_embedder(built, dataset, cache, settings.embedder)
         memo_put(key, embedder)
     return embedder
 
@@ -425,7 +427,10 @@ def algorithm_versions(spec: RetrieverSpec) -> dict[str, Any]:
     versions: dict[str, Any] = {}
 
     def visit(target: str) -> None:
-        versions[target] = getattr(get_class(target), "ALGORITHM_VERSION", None)
+        # every target was checked against the class registry when the settings were loaded
+        versions[target] = getattr(
+            resolve(target, f"retrievers.{spec.name}._target_"), "ALGORITHM_VERSION", None
+        )
 
     def walk(value: Any) -> None:
         if isinstance(value, Mapping):

@@ -4,6 +4,8 @@
   dataclass (the library's and the harness's: one declaration, one validation mechanism).
 - :mod:`~viking_eval.config.settings`: the harness's settings as Params, and ``load_settings``.
 - :mod:`~viking_eval.config.validate`: one config node checked against its class.
+- :mod:`~viking_eval.config.registry`: the classes a config may name with ``_target_``, checked
+  before anything is imported or built.
 - :mod:`~viking_eval.config.compose`: the root schema in Hydra's ConfigStore, composing a config
   for a command line, and Hydra's errors as one ``ConfigError`` line.
 """
@@ -20,6 +22,7 @@ from viking_eval.config.settings import (
     RunSettings,
     Settings,
     SweepSettings,
+    build_object,
     check_embedder,
     check_retriever,
     check_store,
@@ -42,6 +45,7 @@ __all__ = [
     "RunSettings",
     "Settings",
     "SweepSettings",
+    "build_object",
     "check_embedder",
     "check_retriever",
     "check_store",

@@ -58,13 +58,31 @@ def register_schema() -> None:
 
 
 @contextmanager
-def hydra_session(config_dir: Path = CONFIG_DIR) -> Iterator[None]:
-    """Hydra's compose API over ``config_dir`` (the running app's own when there is one)."""
+def hydra_session(config_dir: Path = CONFIG_DIR, extra_dir: Path | None = None) -> Iterator[None]:
+    """Hydra's compose API over ``config_dir`` (the running app's own when there is one);
+    ``extra_dir`` is searched first, as Hydra searches a command line's ``--config-dir``."""
     if GlobalHydra.instance().is_initialized():
         yield
         return
-    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+    if extra_dir is None:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            yield
+        return
+    from hydra import version
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+
+    version.setbase("1.3")
+    search_path = create_config_search_path(search_path_dir=str(config_dir))
+    search_path.prepend(
+        provider="command-line", path=f"file://{extra_dir}", anchor=SearchPathQuery(provider="schema")
+    )
+    Hydra.create_main_hydra2(task_name="app", config_search_path=search_path)
+    try:
         yield
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def compose_config(
@@ -144,11 +162,15 @@ def _node_keys(node_path: str, overrides: Sequence[str], dropped: str) -> tuple[
         return [], None
     target = node.get("_target_")
     if isinstance(target, str):
-        from hydra.utils import get_class
+        from viking_eval.config.registry import is_allowed, resolve
 
         params: Any = None
-        with suppress(Exception):  # an import error: the node's own keys are listed
-            params = getattr(get_class(target), "Params", None)
+        with suppress(Exception):  # not in the registry, or an import error: the node's own keys are listed
+            params = (
+                getattr(resolve(target, f"{node_path}._target_"), "Params", None)
+                if is_allowed(target)
+                else None
+            )
         if is_params_class(params):
             return [field.name for field in dataclasses.fields(schema_of(params))], params
     return [str(key) for key in node], None

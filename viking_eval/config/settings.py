@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
 from viking_eval.config.errors import ConfigError, from_library_error
+from viking_eval.config.registry import KINDS, SLOT_KINDS, check_targets, is_allowed, resolve
 from viking_eval.config.schema import init_schema, is_params_class
 from viking_eval.config.validate import BM25_STORE_KEYS, typed_values
 from viking_eval.metrics import Metric, MetricError, parse_metrics
@@ -42,6 +42,7 @@ __all__ = [
     "RunSettings",
     "Settings",
     "SweepSettings",
+    "build_object",
     "check_embedder",
     "check_retriever",
     "check_store",
@@ -236,26 +237,26 @@ class Settings:
 # --------------------------------------------------------------------------- nodes the config chooses
 
 
-def _target(values: Mapping[str, Any], where: str, what: str, example: str) -> tuple[str, type]:
+def _target(values: Mapping[str, Any], where: str, kind: str, example: str) -> tuple[str, type]:
+    """The class of node ``where``'s ``_target_``, looked up in the registry of classes a config may
+    name (viking_eval/config/registry.py) before anything is imported."""
     target = values.get("_target_")
     if not target or not isinstance(target, str):
         raise ConfigError(where, f"missing _target_ (a class such as {example})", key=f"{where}._target_")
-    try:
-        return target, get_class(target)
-    except Exception as error:  # hydra wraps import errors in several types
-        detail = f"{target!r} is not {what} ({error}); e.g. {example}"
-        raise ConfigError(where, f"_target_ {detail}", key=f"{where}._target_", detail=detail) from None
+    return target, resolve(target, f"{where}._target_", kind)
 
 
 def is_retriever_config(value: Any) -> bool:
     """A mapping whose ``_target_`` names a retriever class (one with ``retrieve_batch``): a
     retriever inside a retriever's parameters (e.g. a hybrid's ``keyword_leg``), built over the
-    same store when the run builds the retriever that holds it (viking_eval/retriever_inputs.py)."""
-    if not isinstance(value, Mapping) or not isinstance(value.get("_target_"), str):
+    same store when the run builds the retriever that holds it (viking_eval/retriever_inputs.py).
+    A name outside the registry is not looked at (nothing is imported): :func:`load_settings`
+    refuses it before this is asked."""
+    if not isinstance(value, Mapping) or not is_allowed(value.get("_target_")):
         return False
     try:
-        cls = get_class(value["_target_"])
-    except Exception:  # not importable: whoever reads it next says so
+        cls = resolve(value["_target_"], "_target_")
+    except ConfigError:  # whoever reads it next says so
         return False
     return callable(getattr(cls, "retrieve_batch", None))
 
@@ -296,7 +297,8 @@ def check_retriever(name: str, cfg: Mapping[str, Any]) -> RetrieverSpec:
     where = f"retrievers.{name}"
     if not isinstance(cfg, Mapping):
         raise ConfigError(where, f"must be a mapping with _target_ (conf/retriever/), got {cfg!r}")
-    target, cls = _target(cfg, where, "a retriever class", "retrievers.baselines.DenseRetriever")
+    check_targets(cfg, ("retrievers", name))  # every _target_ in it, before any is imported
+    target, cls = _target(cfg, where, "retriever", "retrievers.baselines.DenseRetriever")
     _check_contract(target, cls, where)
     values = {key: value for key, value in cfg.items() if key != "_target_"}
     for key, value in values.items():
@@ -350,29 +352,54 @@ def bm25_key_error(where: str, key: str) -> ConfigError:
 def instantiate_objects(values: Mapping[str, Any], where: str = "retrievers") -> dict[str, Any]:
     """Retriever parameters with object-valued entries built: a mapping with a ``_target_``
     (e.g. ``reranker: {_target_: retrievers.rerank.EmbeddingReranker, ...}`` composed from
-    conf/reranker/) becomes the instantiated object, after its keys are checked against the
-    class's constructor; ``_target_: null`` (conf/reranker/none.yaml) becomes None. Every other
-    value passes through, for the retriever's Params to validate."""
+    conf/reranker/) becomes the built object, after its class is found in the registry and its
+    keys are checked against the class's constructor; ``_target_: null`` (conf/reranker/none.yaml)
+    becomes None. Every other value passes through, for the retriever's Params to validate."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         if is_retriever_config(value):  # built over the store with the retriever holding it
             out[key] = value
         elif isinstance(value, Mapping) and "_target_" in value:
-            if value["_target_"] is None:
-                out[key] = None
-                continue
-            node = f"{where}.{key}"
-            _, cls = _target(value, node, "a reranker", "retrievers.rerank.EmbeddingReranker")
-            rest = {name: item for name, item in value.items() if name != "_target_"}
-            typed = typed_values(cls, rest, node, init=True)
-            try:
-                out[key] = instantiate({"_target_": value["_target_"], **typed})
-            except Exception as error:  # hydra wraps constructor errors
-                cause = error.__cause__ or error
-                raise from_library_error(node, _exception(cause), init_schema(cls)) from None
+            out[key] = None if value["_target_"] is None else build_object(value, f"{where}.{key}")
         else:
             out[key] = value
     return out
+
+
+def build_object(values: Mapping[str, Any], where: str, kind: str | None = None) -> Any:
+    """The object a ``_target_`` mapping at ``where`` describes: the class from the registry (of
+    ``kind``; None = the kind ``where``'s last key implies, e.g. ``reranker``), its keys checked
+    against the constructor, nested ``_target_`` mappings built the same way first."""
+    slot = kind if kind is not None else SLOT_KINDS.get(where.rsplit(".", 1)[-1])
+    example = "retrievers.rerank.EmbeddingReranker"
+    _, cls = _target(values, where, slot or "", example) if slot else _target_any(values, where)
+    if slot is not None and not callable(getattr(cls, KINDS[slot], None)):
+        detail = f"{cls.__module__}.{cls.__qualname__} is not a {slot}: it has no {KINDS[slot]}() method"
+        raise ConfigError(where, f"_target_ {detail}", key=f"{where}._target_", detail=detail)
+    rest = {name: item for name, item in values.items() if name != "_target_"}
+    typed = typed_values(cls, rest, where, init=True)
+    arguments = {name: _built(item, f"{where}.{name}") for name, item in typed.items()}
+    try:
+        return cls(**arguments)
+    except Exception as error:  # a constructor refusing its arguments
+        raise from_library_error(where, _exception(error), init_schema(cls)) from None
+
+
+def _target_any(values: Mapping[str, Any], where: str) -> tuple[str, type]:
+    target = values.get("_target_")
+    if not target or not isinstance(target, str):
+        raise ConfigError(where, "missing _target_", key=f"{where}._target_")
+    return target, resolve(target, f"{where}._target_")
+
+
+def _built(value: Any, where: str) -> Any:
+    if isinstance(value, Mapping) and "_target_" in value:
+        return None if value["_target_"] is None else build_object(value, where)
+    if isinstance(value, Mapping):
+        return {key: _built(item, f"{where}.{key}") for key, item in value.items()}
+    if isinstance(value, list):
+        return [_built(item, f"{where}.{index}") for index, item in enumerate(value)]
+    return value
 
 
 def _exception(error: BaseException) -> Exception:
@@ -380,19 +407,17 @@ def _exception(error: BaseException) -> Exception:
 
 
 def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """``embedder``: keys and types against the constructor, then the (lazy, cheap) constructor."""
+    """``embedder``: an embedder class of the registry, keys and types against its constructor,
+    then the (lazy, cheap) constructor."""
     if not isinstance(cfg, Mapping):
         raise ConfigError("embedder", f"must be a mapping with _target_ (conf/embedder/), got {cfg!r}")
-    target, cls = _target(cfg, "embedder", "an embedder", "retrievers.embedders.SentenceTransformerEmbedder")
+    check_targets(cfg, ("embedder",))
+    target, cls = _target(cfg, "embedder", "embedder", "retrievers.embedders.SentenceTransformerEmbedder")
     typed = typed_values(
         cls, {key: value for key, value in cfg.items() if key != "_target_"}, "embedder", init=True
     )
     values = {"_target_": target, **typed}
-    try:  # embedders validate in their constructor and load models lazily, so this is cheap
-        instantiate(values)
-    except Exception as error:
-        cause = error.__cause__ or error
-        raise from_library_error("embedder", _exception(cause), init_schema(cls)) from None
+    build_object(values, "embedder", "embedder")  # embedders validate in their constructor, load lazily
     return values
 
 
@@ -469,7 +494,7 @@ def check_store_parts(spec: RetrieverSpec, store: StoreConfig) -> None:
     """A retriever whose class names store parts it cannot work without (``store_requires``,
     e.g. the hierarchical retriever's context tree) is refused before the store is built when the
     store settings would not build them."""
-    cls = get_class(spec.target)
+    cls = resolve(spec.target, f"retrievers.{spec.name}._target_", "retriever")
     parts = cls.store_parts(spec.params) if callable(getattr(cls, "store_parts", None)) else ()
     for part in parts:
         if getattr(store, part, None) is None:
@@ -485,6 +510,7 @@ def check_store_parts(spec: RetrieverSpec, store: StoreConfig) -> None:
 def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
     """Validate everything in ``cfg``; raise ConfigError on the first problem."""
     plain = _plain(cfg)
+    check_targets(plain)  # every _target_ against the registry, before anything is imported or built
     top = _config_file(plain)
     store = check_store(top.store)
     if not top.retrievers:

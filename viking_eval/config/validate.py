@@ -112,7 +112,7 @@ def typed_values(
         merged = OmegaConf.merge(OmegaConf.structured(schema), dict(values))
         converted = OmegaConf.to_container(merged, resolve=False, throw_on_missing=False)
     except OmegaConfBaseException as error:
-        raise from_validation_error(where, error, None if init else cls) from None
+        raise from_validation_error(where, error, schema if init else cls) from None
     assert isinstance(converted, dict)
     given: dict[str, Any] = _given(dict(values), converted)
     return given
