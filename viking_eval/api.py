@@ -58,6 +58,7 @@ from viking_eval.config import (
 from viking_eval.config.compose import CONFIG_DIR
 from viking_eval.config.errors import from_library_error
 from viking_eval.data import BeirDataset
+from viking_eval.data.splits import load_for_phase
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.metrics import parse_metrics
 from viking_eval.results import RetrieverResult, RunSummary
@@ -69,7 +70,6 @@ from viking_eval.runner import (
     run_retriever,
 )
 from viking_eval.significance import SignificanceSettings, compare_with_baseline
-from viking_eval.splits import load_for_phase
 
 __all__ = ["evaluate"]
 

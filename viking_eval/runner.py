@@ -43,6 +43,7 @@ from viking_eval.ann_quality import AnnQuality, describe_index
 from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.data import BeirDataset
+from viking_eval.data.splits import Phase, load_for_phase
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.io import sha256_file
 from viking_eval.latency import measure_latency
@@ -52,7 +53,6 @@ from viking_eval.report import summary_table
 from viking_eval.results import ResumeKey, RetrieverResult, RunSummary
 from viking_eval.retriever_inputs import build_retriever, dataset_queries, input_files, wants_queries
 from viking_eval.significance import compare_with_baseline
-from viking_eval.splits import Phase, load_for_phase
 
 log = logging.getLogger(__name__)
 
@@ -473,7 +473,7 @@ def run_experiment(
 ) -> RunSummary:
     """Run every configured retriever and write the run folder; returns the summary.
     ``phase``: ``report`` (a single run: the configured split), ``tune`` (a sweep job: the
-    tuning split), ``final`` (the chosen configuration after a sweep); see splits.py.
+    tuning split), ``final`` (the chosen configuration after a sweep); see viking_eval/data/splits.py.
 
     ``wall_seconds`` is what the results cost: this invocation's time plus, for each result taken
     from a finished marker, the seconds recorded when it was computed (a resumed sweep job keeps

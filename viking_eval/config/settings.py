@@ -64,7 +64,7 @@ class DatasetSettings(Params):
     ``category_name``). Only query text ever reaches a retriever, never query metadata.
 
     ``tune_split``, ``partition_key``, ``partition_seed``: which queries sweeps and studies
-    evaluate (see viking_eval/splits.py); single runs always evaluate ``split``.
+    evaluate (see viking_eval/data/splits.py); single runs always evaluate ``split``.
 
     ``download``: ``auto`` fetches a dataset that is found nowhere but that the registry can
     download (SciFact and the other BEIR datasets) into the data folder before the run;

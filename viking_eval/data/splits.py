@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from viking_eval.data import BeirDataset, load_dataset
+from viking_eval.data.dataset import BeirDataset
+from viking_eval.data.resolve import find_or_download, load_dataset
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +109,7 @@ def load_for_phase(
     download: str = "never",
 ) -> tuple[BeirDataset, SplitChoice]:
     """The dataset a ``phase`` evaluates. ``download="auto"`` first fetches a dataset that is
-    found nowhere but that the registry can download (viking_eval.download.find_or_download)."""
-    from viking_eval.download import find_or_download
-
+    found nowhere but that the registry can download (viking_eval.data.resolve.find_or_download)."""
     folder = find_or_download(name_or_path, download=download)
     choice = choose_split(folder, phase, split=split, tune_split=tune_split, partition_key=partition_key)
     if choice.on_reported_split:
