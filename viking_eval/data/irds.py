@@ -297,12 +297,12 @@ def load_irds(
             failures = reading.download_failures()
             if failures:
                 raise offline_error(where, failures) from None
-            kind, exc = errors[0]
-            what = " ".join(str(exc).split())[:300]
-            if isinstance(exc, FileNotFoundError):
-                what = f"file not found: {exc.filename or what}"
+            kind, first = errors[0]
+            what = " ".join(str(first).split())[:300]
+            if isinstance(first, FileNotFoundError):
+                what = f"file not found: {first.filename or what}"
             raise DataError(
-                f"{where}: ir_datasets failed reading its {kind}: {type(exc).__name__}: {what}",
+                f"{where}: ir_datasets failed reading its {kind}: {type(first).__name__}: {what}",
                 path=Path(where),
             ) from None
 

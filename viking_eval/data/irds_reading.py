@@ -152,7 +152,7 @@ def _wanted(download: Any) -> str:
     target = cache_path if cache_path and cache_path != os.devnull else None
     if target is None and locals_:
         target = str(locals_[0]._path)
-    source = (urls or uris or [None])[0]
+    source = (urls or uris)[0] if urls or uris else None
     if source:
         what = source + (f" (md5 {md5})" if md5 else "")
     else:  # a file ir_datasets cannot download: it says how to get it

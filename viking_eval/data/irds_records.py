@@ -71,7 +71,7 @@ def _jsonable(value: Any) -> Any:
         inner = _jsonable(value.value)
         return value.name if inner is _DROP else inner
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return _jsonable(value._asdict())
+        return _jsonable(value._asdict())  # type: ignore[attr-defined]  # a namedtuple
     if isinstance(value, Mapping):
         out = {str(key): _jsonable(item) for key, item in value.items()}
         return {key: item for key, item in out.items() if item is not _DROP}
