@@ -201,3 +201,24 @@ def test_modules_stay_small() -> None:
     assert not over, f"modules over {MAX_LINES} lines (split them): {over}"
     stale = sorted(rel for rel in KNOWN_OVER if sizes.get(rel, 0) <= MAX_LINES)
     assert not stale, f"no longer over {MAX_LINES} lines (remove from KNOWN_OVER): {stale}"
+
+
+def test_the_documented_commands_run_their_module_once() -> None:
+    # importing the package loads none of its modules, so runpy does not warn that
+    # viking_eval.data.download was imported before it ran as __main__
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for command in (["viking_eval.data.download", "--list"], ["viking_eval.data.convert", "--help"]):
+        done = subprocess.run(
+            [sys.executable, "-W", "error::RuntimeWarning", "-m", *command],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stderr == "", (command, done.stderr)
+        assert done.stdout.strip()
