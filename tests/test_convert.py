@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from viking_eval.data import DataError
 from viking_eval.data.convert import CONVERTERS, convert, expected_files
 from viking_eval.data.convert.__main__ import main
-from viking_eval.data import DataError
 from viking_eval.data.registry import DEFAULT_REGISTRY, load_registry
 
 RAW_FOLDER = {"locomo": "locomo", "cosqa": "cosqa"}  # the rest are in classic/
