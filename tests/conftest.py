@@ -39,7 +39,7 @@ NO_SKIP_ENV = "VIKING_EVAL_NO_SKIP"
 DATA_FIXTURES = frozenset({"shared_datasets", "shared_raw"})
 HOW_TO_GET_DATA = (
     f"export {DATA_ENV}=/path/to/shared/datasets, or build them into the data folder with "
-    "python -m viking_eval.download scifact and python -m viking_eval.convert NAME RAW_FILE "
+    "python -m viking_eval.data.download scifact and python -m viking_eval.data.convert NAME RAW_FILE "
     "(its --help lists each raw file and its URL)"
 )
 

@@ -1,4 +1,4 @@
-"""Converters (viking_eval.convert): byte identity with the shared datasets, one-line errors on
+"""Converters (viking_eval.data.convert): byte identity with the shared datasets, one-line errors on
 bad raw input, staging and --force, checksum checks.
 
 The byte-identity tests (marked ``needs_data``) read the raw releases from ``VIKING_EVAL_RAW``
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from viking_eval.convert import CONVERTERS, convert, expected_files
-from viking_eval.convert.__main__ import main
 from viking_eval.data import DataError
-from viking_eval.download import DEFAULT_REGISTRY, load_registry
+from viking_eval.data.convert import CONVERTERS, convert, expected_files
+from viking_eval.data.convert.__main__ import main
+from viking_eval.data.registry import DEFAULT_REGISTRY, load_registry
 
 RAW_FOLDER = {"locomo": "locomo", "cosqa": "cosqa"}  # the rest are in classic/
 ALL = ["locomo", "cisi", "cranfield", "medline", "adi", "cosqa"]
@@ -97,7 +97,7 @@ def test_registry_matches_code_table() -> None:
     for name, spec in CONVERTERS.items():
         entry = section[name]
         assert entry["source"] == f"{spec.raw[0].repo} @ {spec.raw[0].commit}"
-        assert entry["command"] == f"python -m viking_eval.convert {name} " + " ".join(
+        assert entry["command"] == f"python -m viking_eval.data.convert {name} " + " ".join(
             r.name for r in spec.raw
         )
         assert entry["license"]

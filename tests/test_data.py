@@ -33,7 +33,7 @@ from viking_eval.data import (
     record_checksums,
     resolve_dataset,
 )
-from viking_eval.splits import take_half
+from viking_eval.data.splits import take_half
 
 HEADER = "query-id\tcorpus-id\tscore\n"
 
@@ -431,7 +431,7 @@ def test_unknown_dataset_lists_folders_and_names(tmp_path: Path, monkeypatch: py
     assert message.startswith("nosuch: dataset not found in 4 folder(s) searched: ")
     assert "datasets there: alpha, zeta" in message
     assert "set VIKING_EVAL_DATA to a folder holding nosuch/" in message  # not in the registry
-    assert "python -m viking_eval.download nosuch" not in message
+    assert "python -m viking_eval.data.download nosuch" not in message
     assert info.value.path == Path("nosuch") and info.value.line is None
     assert str(tmp_path / "one") in message
     assert f"{tmp_path / 'missing'} (does not exist)" in message

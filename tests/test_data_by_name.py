@@ -17,10 +17,11 @@ from conftest import unreachable_url
 from hydra import compose, initialize_config_dir
 from test_download import FakeServer, build_zip, server, sha256, write_registry
 
-import viking_eval.download as download_module
+import viking_eval.data.registry as registry_module
 from viking_eval.config import load_settings
 from viking_eval.data import DataError, DatasetNotFound, data_home, resolve_dataset
-from viking_eval.download import downloads_allowed, find_or_download, how_to_get
+from viking_eval.data.download import downloads_allowed
+from viking_eval.data.resolve import find_or_download, how_to_get
 from viking_eval.runner import run_experiment
 
 __all__ = ["server"]  # the fixture, imported from test_download
@@ -78,7 +79,7 @@ def test_a_missing_registry_dataset_is_downloaded_into_the_data_folder_and_run(
 ) -> None:
     body = build_zip(FILES)
     registry = _registry(tmp_path, server.serve("/tiny.zip", body), sha256=sha256(body))
-    monkeypatch.setattr(download_module, "DEFAULT_REGISTRY", registry)
+    monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", registry)
     settings = _settings("dataset.name=tiny")
     assert settings.dataset.download == "auto"  # the default
 
@@ -103,7 +104,7 @@ def test_download_never_and_the_environment_switch_stop_with_how_to_get_it(
     downloads: Path, server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     registry = _registry(tmp_path, server.serve("/tiny.zip", build_zip(FILES)))
-    monkeypatch.setattr(download_module, "DEFAULT_REGISTRY", registry)
+    monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", registry)
     with pytest.raises(DatasetNotFound) as never:
         run_experiment(_settings("dataset.name=tiny", "dataset.download=never"), tmp_path / "run")
     monkeypatch.setenv("VIKING_EVAL_DOWNLOAD", "never")
@@ -114,7 +115,7 @@ def test_download_never_and_the_environment_switch_stop_with_how_to_get_it(
         assert "\n" not in message
         assert message.startswith("tiny: dataset not found in 3 folder(s) searched: ")
         assert message.endswith(
-            "; download it with python -m viking_eval.download tiny (needs internet) or set "
+            "; download it with python -m viking_eval.data.download tiny (needs internet) or set "
             "VIKING_EVAL_DATA to a folder holding tiny/"
         )
     assert server.hits == [] and not downloads.exists()
@@ -124,14 +125,14 @@ def test_offline_is_one_line_and_leaves_nothing(
     downloads: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = unreachable_url().removesuffix("/v1") + "/tiny.zip"
-    monkeypatch.setattr(download_module, "DEFAULT_REGISTRY", _registry(tmp_path, url))
+    monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", _registry(tmp_path, url))
     with pytest.raises(DataError) as caught:
         run_experiment(_settings("dataset.name=tiny"), tmp_path / "run")
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"tiny: dataset not found, and downloading it failed ({url}: download failed: ")
     assert message.endswith(
-        "); download it with python -m viking_eval.download tiny (needs internet) or set VIKING_EVAL_DATA "
+        "); download it with python -m viking_eval.data.download tiny (needs internet) or set VIKING_EVAL_DATA "
         "to a folder holding tiny/"
     )
     assert sorted(path.name for path in downloads.iterdir()) == [".tiny.lock"]  # no partial download
@@ -141,20 +142,20 @@ def test_offline_is_one_line_and_leaves_nothing(
 def test_how_to_get_a_dataset_says_download_convert_or_folder() -> None:
     # the registry's scifact downloads; the shared classics are rebuilt from raw releases
     assert how_to_get("scifact") == (
-        "download it with python -m viking_eval.download scifact (needs internet) or set VIKING_EVAL_DATA "
+        "download it with python -m viking_eval.data.download scifact (needs internet) or set VIKING_EVAL_DATA "
         "to a folder holding scifact/"
     )
     assert how_to_get("adi") == (
-        "build it from its public release with python -m viking_eval.convert adi adi.tar.gz (python -m "
-        "viking_eval.convert --help says where to get adi.tar.gz) or set VIKING_EVAL_DATA to a folder "
+        "build it from its public release with python -m viking_eval.data.convert adi adi.tar.gz (python -m "
+        "viking_eval.data.convert --help says where to get adi.tar.gz) or set VIKING_EVAL_DATA to a folder "
         "holding adi/"
     )
     assert how_to_get("cosqa").startswith(
-        "build it from its public release with python -m viking_eval.convert cosqa code_idx_map.txt "
+        "build it from its public release with python -m viking_eval.data.convert cosqa code_idx_map.txt "
     )
     assert how_to_get("mine") == (
         "set VIKING_EVAL_DATA to a folder holding mine/, or give its folder (dataset.path=...); "
-        "python -m viking_eval.download --list lists the datasets that can be downloaded"
+        "python -m viking_eval.data.download --list lists the datasets that can be downloaded"
     )
 
 
@@ -201,7 +202,7 @@ def test_bare_run_without_data_is_one_line_exit_2(tmp_path: Path) -> None:
         f"error: {name}: dataset not found in 3 folder(s) searched: {tmp_path / 'empty'} "
     )
     assert lines[0].endswith(
-        f"download it with python -m viking_eval.download {name} (needs internet) or set VIKING_EVAL_DATA "
+        f"download it with python -m viking_eval.data.download {name} (needs internet) or set VIKING_EVAL_DATA "
         f"to a folder holding {name}/"
     )
     assert json.loads((run_dir / "status.json").read_text())["status"] == "failed"

@@ -1,4 +1,4 @@
-"""Tests for viking_eval.download: registry validation, checksummed download, safe unzip, CLI.
+"""Tests for viking_eval.data.download (and its registry and archive modules): registry validation, checksummed download, safe unzip, CLI.
 
 A local ``ThreadingHTTPServer`` on 127.0.0.1 serves zips built in the test; nothing touches the
 network. After a download, ``DEST`` holds the dataset folder and the dataset's lock file
@@ -25,17 +25,11 @@ import pytest
 import yaml
 from filelock import FileLock
 
-import viking_eval.download as download_module
+import viking_eval.data.download as download_module
 from viking_eval.data import CHECKSUMS_FILE, DataError, load_beir
-from viking_eval.download import (
-    DEFAULT_REGISTRY,
-    DownloadError,
-    ExtractLimits,
-    download_dataset,
-    load_registry,
-    main,
-    safe_extract_zip,
-)
+from viking_eval.data.archive import ExtractLimits, safe_extract_zip
+from viking_eval.data.download import DownloadError, download_dataset, main
+from viking_eval.data.registry import DEFAULT_REGISTRY, load_registry
 
 TINY_FILES = {
     "corpus.jsonl": "".join(
@@ -499,7 +493,7 @@ def test_two_downloads_of_one_dataset_at_once_share_one_transfer(server: FakeSer
             results[label] = exc
 
     waiting = _Signal("another download of tiny is running")
-    logger = logging.getLogger("viking_eval.download")
+    logger = logging.getLogger("viking_eval.data.download")
     logger.addHandler(waiting)
     try:
         first = threading.Thread(target=run, args=("first",))

@@ -1,6 +1,6 @@
 """``dataset.name=irds:<id>``: ir_datasets collections registered over local files in the tests
-(no network), loaded through :func:`viking_eval.irds.load_irds` and through the harness, checked
-against the same data written as a BEIR folder and read by :func:`viking_eval.data.load_beir`."""
+(no network), loaded through :func:`viking_eval.data.irds.load_irds` and through the harness, checked
+against the same data written as a BEIR folder and read by :func:`viking_eval.data.beir.load_beir`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from viking_eval.data import DataError, DataWarning, load_beir, load_dataset, resolve_dataset
-from viking_eval.irds import irds_folder, load_irds, split_label
+from viking_eval.data.irds import irds_folder, load_irds, split_label
 from viking_eval.runner import run_experiment
 
 try:

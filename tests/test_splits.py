@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from viking_eval.data import load_dataset
-from viking_eval.splits import choose_split, take_half
+from viking_eval.data.splits import choose_split, take_half
 
 pytestmark = pytest.mark.needs_data  # every test here reads a shared dataset
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from viking_eval.download import main
+from viking_eval.data.download import main
 
 
 def small_dataset_zip() -> bytes:

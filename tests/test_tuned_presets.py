@@ -71,7 +71,7 @@ from retrievers.embedders import SentenceTransformerEmbedder, StaticEmbedder, Tf
 from viking_eval.cache import ArtifactCache, CachedEmbedder
 from viking_eval.data import load_dataset
 from viking_eval.metrics import evaluate, parse_metrics
-from viking_eval.splits import take_half
+from viking_eval.data.splits import take_half
 import yaml
 
 spec = json.loads(sys.argv[1])

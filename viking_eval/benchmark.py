@@ -155,8 +155,9 @@ def _locate(job: BenchmarkJob, settings: Settings) -> None:
 
 def _downloadable(name: str, mode: str) -> bool:
     """Whether a dataset found nowhere will be downloaded when its run starts (the registry has
-    it and ``dataset.download`` allows it; viking_eval/download.py)."""
-    from viking_eval.download import downloads_allowed, load_registry
+    it and ``dataset.download`` allows it; viking_eval/data/download.py)."""
+    from viking_eval.data.download import downloads_allowed
+    from viking_eval.data.registry import load_registry
 
     if not downloads_allowed(mode):
         return False

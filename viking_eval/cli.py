@@ -49,8 +49,8 @@ from viking_eval.config.compose import (
 )
 from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
+from viking_eval.data.splits import check_half_for_sweep
 from viking_eval.progress import quiet_libraries
-from viking_eval.splits import check_half_for_sweep
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a gate check failed, or a bug

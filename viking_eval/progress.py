@@ -27,7 +27,7 @@ NOISY_LOGGERS = (
     "sentence_transformers",  # "Loading SentenceTransformer model from ..." on every run
     "transformers",
     "huggingface_hub",
-    "ir_datasets",  # "[INFO] [starting] ..." / "[finished] ..." around every read (viking_eval/irds.py)
+    "ir_datasets",  # "[INFO] [starting] ..." / "[finished] ..." around every read (viking_eval/data/irds.py)
     "urllib3",
     "filelock",
     "faiss",

@@ -51,6 +51,7 @@ from viking_eval.config.registry import resolve
 from viking_eval.config.settings import build_object
 from viking_eval.contract import check_batch, check_results
 from viking_eval.data import BeirDataset, DataError
+from viking_eval.data.splits import Phase, load_for_phase
 from viking_eval.environment import collect_environment, peak_rss_mb
 from viking_eval.io import sha256_file
 from viking_eval.latency import measure_latency
@@ -60,7 +61,6 @@ from viking_eval.report import summary_table
 from viking_eval.results import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
 from viking_eval.retriever_inputs import build_retriever, dataset_queries, input_files, wants_queries
 from viking_eval.significance import compare_with_baseline
-from viking_eval.splits import Phase, load_for_phase
 
 log = logging.getLogger(__name__)
 
@@ -538,7 +538,7 @@ def run_experiment(
     produced it changed), significance, the run folder; returns the summary.
 
     ``phase``: ``report`` (a single run: the configured split), ``tune`` (a sweep job: the
-    tuning split), ``final`` (the chosen configuration after a sweep); see splits.py.
+    tuning split), ``final`` (the chosen configuration after a sweep); see viking_eval/data/splits.py.
     ``output_dir`` None writes nothing (and so resumes nothing). ``dataset``: a loaded dataset
     to use instead of loading ``settings.dataset``. ``built``: retrievers given as objects by
     name (the specs of those names are not built from config). ``environment``: extra entries

@@ -65,7 +65,7 @@ class DatasetSettings(Params):
     ``category_name``). Only query text ever reaches a retriever, never query metadata.
 
     ``tune_split``, ``partition_key``, ``partition_seed``: which queries sweeps and studies
-    evaluate (see viking_eval/splits.py). ``half``: the queries of ``split`` a single run
+    evaluate (see viking_eval/data/splits.py). ``half``: the queries of ``split`` a single run
     evaluates: ``all``, or the ``tune``/``holdout`` half of the seeded partition sweeps use
     (only where ``tune_split`` resolves to ``partition``; multiruns need ``all``).
 

@@ -6,7 +6,7 @@ That serialisation lives here, once: JSON lines are ``json.dumps(record, ensure_
 (default ``", "``/``": "`` separators, keys in insertion order) plus ``"\\n"``, UTF-8 encoded;
 qrels are a tab-separated header row and one ``query<TAB>doc<TAB>score`` row per judgment.
 
-Raw input is untrusted: every problem becomes a :class:`~viking_eval.data.DataError` whose
+Raw input is untrusted: every problem becomes a :class:`~viking_eval.data.errors.DataError` whose
 message is one line ``<file>:<line>: <what is wrong>``. JSON sources are parsed once with the C
 decoder; only when a converter finds a problem is the text walked again along the offending
 value's path (keys and indexes) to learn its line (:class:`JsonSource`).
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from viking_eval.data import DataError
+from viking_eval.data.errors import DataError
 
 __all__ = [
     "JsonSource",

@@ -5,7 +5,7 @@
 every output file's sha256 against ``local_datasets.converters.<name>.files`` of
 ``datasets/registry.yaml`` and only then renames the staging folder to ``<dest>/<name>``, so a
 half-written dataset never sits where a finished one belongs. Stale staging folders of killed
-runs are removed. The CLI is ``python -m viking_eval.convert`` (see ``--help``).
+runs are removed. The CLI is ``python -m viking_eval.data.convert`` (see ``--help``).
 
 Why converters at all: the shared folders are only useful if anyone can check that they are
 what the public sources say, and rebuild them where the shared folder is absent.
@@ -23,12 +23,13 @@ from typing import Any
 
 import yaml
 
-from viking_eval.convert._staging import clean_stale, install, occupied
-from viking_eval.convert.classic import convert_classic
-from viking_eval.convert.cosqa import CODE_MAP, SPLIT_FILES, convert_cosqa
-from viking_eval.convert.locomo import convert_locomo
-from viking_eval.data import DataError, data_home
-from viking_eval.download import DEFAULT_REGISTRY
+from viking_eval.data.convert._staging import clean_stale, install, occupied
+from viking_eval.data.convert.classic import convert_classic
+from viking_eval.data.convert.cosqa import CODE_MAP, SPLIT_FILES, convert_cosqa
+from viking_eval.data.convert.locomo import convert_locomo
+from viking_eval.data.errors import DataError
+from viking_eval.data.locations import data_home
+from viking_eval.data.registry import DEFAULT_REGISTRY, registry_path
 from viking_eval.io import sha256_file
 
 __all__ = [
@@ -183,7 +184,7 @@ class FileCheck:
 def expected_files(name: str, registry: Path | None = None) -> dict[str, str]:
     """``local_datasets.converters.<name>.files`` of the registry: relative path -> sha256.
     An absent registry file or entry gives ``{}`` (nothing to check against)."""
-    path = Path(registry) if registry is not None else DEFAULT_REGISTRY
+    path = registry_path(registry)
     if registry is None and not path.is_file():
         return {}
     try:
@@ -276,7 +277,7 @@ def convert(
 ) -> Path:
     """Convert dataset ``name`` from its raw release into ``<dest>/<name>`` and return that folder.
 
-    ``dest`` defaults to :func:`viking_eval.data.data_home`. With ``verify`` (the default) a raw
+    ``dest`` defaults to :func:`viking_eval.data.locations.data_home`. With ``verify`` (the default) a raw
     file whose sha256 differs from the published release is refused, and so is an output whose
     sha256 differs from the registry; without it, output mismatches are only reported. ``log``
     receives progress lines (one per checked file); ``None`` is silent.

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from viking_eval.convert._common import decode_text, write_jsonl, write_qrels
-from viking_eval.data import DataError
+from viking_eval.data.convert._common import decode_text, write_jsonl, write_qrels
+from viking_eval.data.errors import DataError
 
 __all__ = ["MEMBERS", "SmartRecord", "convert_classic", "parse_smart", "read_tar_members"]
 

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from viking_eval.data import DataError
+from viking_eval.data.errors import DataError
 
 __all__ = ["clean_stale", "install", "occupied"]
 

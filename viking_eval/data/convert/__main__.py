@@ -1,4 +1,4 @@
-"""Command line: ``python -m viking_eval.convert NAME RAW... [--dest DIR] [--force] [--no-verify]``.
+"""Command line: ``python -m viking_eval.data.convert NAME RAW... [--dest DIR] [--force] [--no-verify]``.
 
 Bad input is reported as one ``error: <file>:<line>: <what is wrong>`` line on stderr with exit
 status 2 (no traceback); a finished conversion prints one status line per checked file.
@@ -11,8 +11,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from viking_eval.convert import CONVERTERS, convert
-from viking_eval.data import DATA_ENV, DataError, data_home
+from viking_eval.data.convert import CONVERTERS, convert
+from viking_eval.data.errors import DataError
+from viking_eval.data.locations import DATA_ENV, data_home
 
 
 def _epilog() -> str:
@@ -20,7 +21,7 @@ def _epilog() -> str:
     for spec in CONVERTERS.values():
         names = " ".join(raw.name for raw in spec.raw)
         lines.append(f"  {spec.name}: {spec.summary}")
-        lines.append(f"    python -m viking_eval.convert {spec.name} {names}")
+        lines.append(f"    python -m viking_eval.data.convert {spec.name} {names}")
         for raw in spec.raw:
             lines.append(f"    {raw.name}: {raw.source}")
             lines.append(f"      {raw.url}")
@@ -36,7 +37,7 @@ def _epilog() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry; returns the exit status (0 ok, 2 bad input or refused)."""
     parser = argparse.ArgumentParser(
-        prog="python -m viking_eval.convert",
+        prog="python -m viking_eval.data.convert",
         description=(
             "Rebuild a shared dataset (BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv) "
             "byte for byte from its raw public release."

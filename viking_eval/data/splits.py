@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Literal
 
 from viking_eval.config.errors import ConfigError
-from viking_eval.data import BeirDataset, load_dataset
+from viking_eval.data.dataset import BeirDataset
+from viking_eval.data.resolve import find_or_download, load_dataset
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +156,7 @@ def load_for_phase(
 ) -> tuple[BeirDataset, SplitChoice]:
     """The dataset a ``phase`` evaluates (``half``: ``dataset.half``, see choose_split).
     ``download="auto"`` first fetches a dataset that is found nowhere but that the registry can
-    download (viking_eval.download.find_or_download)."""
-    from viking_eval.download import find_or_download
-
+    download (viking_eval.data.resolve.find_or_download)."""
     folder = find_or_download(name_or_path, download=download)
     choice = choose_split(
         folder, phase, split=split, tune_split=tune_split, partition_key=partition_key, half=half

@@ -1,7 +1,9 @@
 """Judgments (qrels) against the corpus and queries they were loaded with: which name an unknown
 query or document, strict mode's refusal of them, the warning when they are dropped, and the
-counts a dataset reports (:class:`DataIssues`). One account for both loaders: BEIR folders
-(:func:`viking_eval.data.load_beir`) and ir_datasets collections (:func:`viking_eval.irds.load_irds`).
+counts a dataset reports (:class:`DataIssues`). One account for both loaders, used through
+their shared last step :func:`viking_eval.data.dataset.assemble`: BEIR folders
+(:func:`viking_eval.data.beir.load_beir`) and ir_datasets collections
+(:func:`viking_eval.data.irds.load_irds`).
 
 Judgments are ``(query id, doc id)`` rows; a row naming an unknown query counts as an unknown
 query only.
@@ -100,7 +102,7 @@ def warn_dropped_judgments(
 ) -> None:
     """A ``DataWarning`` from ``where`` (the qrels' file or source) counting the judgments dropped
     because they name an unknown document or query, ``(query, doc)`` rows, with examples; nothing
-    when none were. Warned at the loader's caller."""
+    when none were. Warned at the loader's caller (through :func:`~viking_eval.data.dataset.assemble`)."""
     if not unknown_query_rows and not unknown_doc_rows:
         return
     parts = []
@@ -115,7 +117,7 @@ def warn_dropped_judgments(
     warnings.warn(
         f"{where}: dropped judgments: {'; '.join(parts)}. Use strict=True to make this an error.",
         DataWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 

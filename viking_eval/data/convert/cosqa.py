@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from viking_eval.convert._common import JsonSource, write_jsonl, write_qrels
-from viking_eval.data import DataError
+from viking_eval.data.convert._common import JsonSource, write_jsonl, write_qrels
+from viking_eval.data.errors import DataError
 
 __all__ = ["CODE_MAP", "SPLIT_FILES", "convert_cosqa"]
 

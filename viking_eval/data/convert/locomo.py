@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from viking_eval.convert._common import JsonSource, write_jsonl, write_qrels
-from viking_eval.data import DataError
+from viking_eval.data.convert._common import JsonSource, write_jsonl, write_qrels
+from viking_eval.data.errors import DataError
 
 __all__ = ["CATEGORY_NAMES", "convert_locomo"]
 
