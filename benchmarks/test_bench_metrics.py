@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from viking_eval.metrics import evaluate, parse_metrics
+from viking_eval.measures.metrics import evaluate, parse_metrics
 
 
 def test_bench_metrics_scifact_size(benchmark) -> None:  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Load a tuned retriever exported by ``python -m viking_eval.export``, safely.
+"""Load a tuned retriever exported by ``python -m viking_eval.sweep.export``, safely.
 
 A tuned file (``experiments/tuned/<name>.yaml``) names a retriever class and its parameters, the
 embedder (class, parameters and the name/fingerprint it had when tuned), the store settings and

@@ -182,7 +182,7 @@ def _isolated_data_home(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own embedding/store cache, and the in-process memo starts empty."""
-    from viking_eval.cache import clear_memo
+    from viking_eval.run.cache import clear_memo
 
     monkeypatch.setenv("VIKING_EVAL_CACHE", str(tmp_path_factory.mktemp("cache")))
     clear_memo()

@@ -24,7 +24,7 @@ from retrievers.index import ExactVectorIndex, FaissVectorIndex, VectorIndexErro
 from retrievers.index.ann import DEFAULT_REFINE_FACTOR, EXACT_FRACTION, default_nlist, default_pq_m
 from retrievers.params import ParamError
 from retrievers.store.config import VectorIndexConfig
-from viking_eval.cache import clear_memo
+from viking_eval.run.cache import clear_memo
 
 N_ROWS, DIM = 2000, 32
 #: small but not trivial settings per kind: IVF-PQ with one dimension per 4-bit code recalls well
@@ -590,7 +590,7 @@ def _run(folder: Path, *overrides: str) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
 
     from viking_eval.config import load_settings
-    from viking_eval.runner import run_experiment
+    from viking_eval.run.experiment import run_experiment
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         config = compose(

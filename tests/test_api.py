@@ -17,11 +17,11 @@ from omegaconf import OmegaConf
 import viking_eval
 from retrievers import BM25Retriever, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
+from viking_eval.benchmark.leaderboard import main as leaderboard
 from viking_eval.config import ConfigError, load_settings
 from viking_eval.config.compose import compose_config, hydra_session
 from viking_eval.data import load_dataset
-from viking_eval.leaderboard import main as leaderboard
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0"]

@@ -1,4 +1,4 @@
-"""Benchmark mode (viking_eval/benchmark.py): the same retrievers over several datasets, one table;
+"""Benchmark mode (viking_eval/benchmark/run.py): the same retrievers over several datasets, one table;
 every cell equals the single-dataset run of the same config; refused before any work when a
 dataset is unknown."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from viking_eval.benchmark import check_benchmark, plan_jobs, run_benchmark
+from viking_eval.benchmark.run import check_benchmark, plan_jobs, run_benchmark
 from viking_eval.config import ConfigError, load_settings
 from viking_eval.config.compose import compose_config, hydra_session
-from viking_eval.runner import run_experiment
-from viking_eval.significance import adjust
+from viking_eval.measures.significance import adjust
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 COMMAND = [

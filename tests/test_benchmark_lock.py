@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from viking_eval.benchmark import LOCK_FILE
+from viking_eval.benchmark.run import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 

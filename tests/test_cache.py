@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from viking_eval.cache import ArtifactCache, CachedEmbedder, CacheError, clear_memo, content_key
+from viking_eval.run.cache import ArtifactCache, CachedEmbedder, CacheError, clear_memo, content_key
 
 
 class CountingEmbedder:
@@ -140,7 +140,7 @@ def test_unwritable_cache_falls_back_to_a_temporary_one_and_says_so(
     unwritable_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     cache = ArtifactCache(unwritable_root)
-    with caplog.at_level(logging.WARNING, logger="viking_eval.cache"):
+    with caplog.at_level(logging.WARNING, logger="viking_eval.run.cache"):
         folder = cache.get_or_build("things", "a" * 64, write_payload)
         cache.get_or_build("things", "b" * 64, write_payload)
     assert (folder / "payload.txt").read_text(encoding="utf-8") == "built"
@@ -167,7 +167,7 @@ def test_a_lock_that_cannot_be_created_falls_back_but_old_entries_still_serve(
     built_before = cache.get_or_build("things", "a" * 64, write_payload)
     blocked = Path(f"{cache.entry_dir('things', 'b' * 64)}.lock")
     blocked.mkdir(parents=True)  # a lock path that cannot be opened as a file, for root as well
-    with caplog.at_level(logging.WARNING, logger="viking_eval.cache"):
+    with caplog.at_level(logging.WARNING, logger="viking_eval.run.cache"):
         built_after = cache.get_or_build("things", "b" * 64, write_payload)
     assert not built_after.is_relative_to(tmp_path / "cache")
     assert cache.describe()["cache_fallback"] is True and len(fallback_warnings(caplog)) == 1
@@ -193,7 +193,7 @@ def test_cache_error_when_the_fallback_fails_too(
 
 def test_a_writable_cache_does_not_fall_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cache = ArtifactCache(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="viking_eval.cache"):
+    with caplog.at_level(logging.WARNING, logger="viking_eval.run.cache"):
         cache.get_or_build("things", "d" * 64, write_payload)
     assert cache.describe() == {
         "cache_root": str(tmp_path),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from viking_eval.cache import ArtifactCache, current_umask
+from viking_eval.run.cache import ArtifactCache, current_umask
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def test_the_temporary_fallback_cache_is_removed_at_exit(tmp_path: Path) -> None
     program = textwrap.dedent(
         f"""
         from pathlib import Path
-        from viking_eval.cache import ArtifactCache
+        from viking_eval.run.cache import ArtifactCache
         cache = ArtifactCache(Path({str(blocker / "cache")!r}))
         entry = cache.get_or_build("things", "e" * 64, lambda folder: (folder / "x").write_text("1"))
         assert cache.root != cache.requested_root and (entry / "x").is_file()

@@ -1,4 +1,4 @@
-"""The retriever contract enforced on every result list (viking_eval/contract.py), a run file of
+"""The retriever contract enforced on every result list (viking_eval/run/contract.py), a run file of
 another dataset (retrievers/run_file.py max_unknown) and metrics deeper than the run: each breach
 is one typed error from evaluate() and one line with exit 2 from the command line, never a wrong
 number scored in silence."""
@@ -23,9 +23,9 @@ from retrievers.builders import build_store
 from retrievers.types import RetrievalResult
 from viking_eval.config import ConfigError, load_settings
 from viking_eval.config.compose import compose_config, hydra_session
-from viking_eval.contract import RetrieverContractError, check_batch, check_results
 from viking_eval.data import DataError, load_dataset
-from viking_eval.runner import run_experiment
+from viking_eval.run.contract import RetrieverContractError, check_batch, check_results
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0"]
@@ -338,7 +338,7 @@ def test_a_metric_deeper_than_the_run_is_computed_warned_and_marked(
 ) -> None:
     with hydra_session():
         settings = load_settings(compose_config([*SMOKE, "run.top_k=10", "run.metrics=[R@10,R@100,nDCG@10]"]))
-    with caplog.at_level(logging.WARNING, logger="viking_eval.runner"):
+    with caplog.at_level(logging.WARNING, logger="viking_eval.run.experiment"):
         summary = run_experiment(settings, tmp_path / "out")
     said = [r.getMessage() for r in caplog.records if "shallower" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("run.top_k=10 is shallower than the cutoff of R@100:")

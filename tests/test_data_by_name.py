@@ -22,7 +22,7 @@ from viking_eval.config import load_settings
 from viking_eval.data import DataError, DatasetNotFound, data_home, resolve_dataset
 from viking_eval.data.download import downloads_allowed
 from viking_eval.data.resolve import find_or_download, how_to_get
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 __all__ = ["server"]  # the fixture, imported from test_download
 

@@ -1,4 +1,4 @@
-"""Encoding big corpora in cached parts that survive a crash (viking_eval/cache.py, issue 17).
+"""Encoding big corpora in cached parts that survive a crash (viking_eval/run/cache.py, issue 17).
 
 A build is "killed" by an embedder that raises after N calls; the rerun must encode only the
 parts the first run did not finish, and give the vectors an uninterrupted run gives. Stores
@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import viking_eval.cache as cache_module
+import viking_eval.run.cache as cache_module
 from retrievers import ContextStore, Document
 from retrievers.builders import build_store
 from retrievers.types import EncodeKind
-from viking_eval.cache import ArtifactCache, CachedEmbedder, clear_memo
+from viking_eval.run.cache import ArtifactCache, CachedEmbedder, clear_memo
 
 
 class Crash(RuntimeError):

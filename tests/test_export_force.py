@@ -1,4 +1,4 @@
-"""``python -m viking_eval.export`` never replaces an existing tuned file unless ``--force`` is given
+"""``python -m viking_eval.sweep.export`` never replaces an existing tuned file unless ``--force`` is given
 (issue 23, item 3): without it, one line naming the file and what it holds, exit 2, the file
 byte-identical; with it, the file is replaced whole. A partial file never sits under the final
 name. The run folders are small hand-written ones (no data needed)."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from viking_eval import export as export_module
-from viking_eval.export import ExportError, export, main
+from viking_eval.sweep import export as export_module
+from viking_eval.sweep.export import ExportError, export, main
 
 REPO = Path(__file__).resolve().parents[1]
 TRACKED_PRESET = REPO / "experiments" / "tuned" / "hybrid-scifact.yaml"
@@ -176,7 +176,7 @@ def test_the_module_refuses_in_a_fresh_process(tmp_path: Path) -> None:
     export(run, "kept", out_dir=out)
     before = (out / "kept.yaml").read_bytes()
     done = subprocess.run(
-        [sys.executable, "-m", "viking_eval.export", str(run), "--name", "kept", "--out-dir", str(out)],
+        [sys.executable, "-m", "viking_eval.sweep.export", str(run), "--name", "kept", "--out-dir", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,

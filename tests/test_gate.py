@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from viking_eval import gate
-from viking_eval.gate import (
+from viking_eval.gate import checks as gate
+from viking_eval.gate.checks import (
     CheckResult,
     GateError,
     compare_runs,
@@ -26,8 +26,8 @@ from viking_eval.gate import (
     metric_status,
     plan_checks,
 )
-from viking_eval.runner import run_experiment
-from viking_eval.significance import SignificanceSettings
+from viking_eval.measures.significance import SignificanceSettings
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 CI_BASELINE = REPO / "experiments" / "baselines" / "ci_regression.yaml"
@@ -98,7 +98,7 @@ def test_ci_gate_fails_on_an_injected_bm25_regression(data_env: Path, tmp_path: 
     check["command"] += " store.bm25.k1=0.05 store.bm25.b=1.0 run.latency.n_queries=10"  # broken BM25
     del check["latency"]
     baseline = _write(tmp_path / "broken.yaml", document)
-    done = _run(["-m", "viking_eval.gate", "check", str(baseline), "--output", str(tmp_path / "out")])
+    done = _run(["-m", "viking_eval.gate.checks", "check", str(baseline), "--output", str(tmp_path / "out")])
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     verdicts = {tuple(line.split()[1:4]): line.split()[0] for line in done.stdout.splitlines()[:-1]}
     # 225 queries: the drop is far outside the tolerance and significant after Holm over 6 checks
@@ -129,9 +129,9 @@ def smoke_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -
     """One smoke run (ADI, BM25 + TF-IDF dense) shared by the run-folder tests."""
     from hydra import compose, initialize_config_dir
 
-    from viking_eval.cache import clear_memo
     from viking_eval.config import load_settings
-    from viking_eval.runner import run_experiment
+    from viking_eval.run.cache import clear_memo
+    from viking_eval.run.experiment import run_experiment
 
     folder = tmp_path_factory.mktemp("smoke") / "run"
     with pytest.MonkeyPatch.context() as patch:
@@ -244,7 +244,7 @@ def test_runner_programs_run_gate_and_compare(
 ) -> None:
     """The functions the CLI calls, one per program: evaluate, run + compare, gate; and the
     gate's own command line through the runner (issue 13: the gate never imports the runner)."""
-    from viking_eval import runner
+    from viking_eval.run import experiment as runner
 
     objectives = runner.run_program(_compose("run.latency.n_queries=0"), tmp_path / "run")
     assert set(objectives) == {"bm25", "dense"} and set(objectives["bm25"]) == {

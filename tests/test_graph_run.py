@@ -19,9 +19,9 @@ from omegaconf import OmegaConf
 from retrievers import load_tuned
 from viking_eval.config import ConfigError, load_settings
 from viking_eval.data import load_dataset
-from viking_eval.export import export
-from viking_eval.metrics import evaluate, parse_metrics
-from viking_eval.runner import run_experiment
+from viking_eval.measures.metrics import evaluate, parse_metrics
+from viking_eval.run.experiment import run_experiment
+from viking_eval.sweep.export import export
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["embedder=tfidf", "embedder.dim=48", "run.latency.n_queries=5", "run.latency.warmup=1"]

@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from viking_eval import cli
 from viking_eval.config import ConfigError, Settings, load_settings
 from viking_eval.data.splits import load_for_phase, resolve_tune_split, take_half
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0"]

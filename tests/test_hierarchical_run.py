@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 
 from retrievers.types import RetrievalResult
 from viking_eval.config import ConfigError, load_settings
-from viking_eval.runner import provenance_stats, run_experiment
+from viking_eval.run.experiment import provenance_stats, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = ["store=kmeans_tree", "store.hierarchy.max_leaf_size=8", "store.hierarchy.branching_factor=4"]
@@ -151,7 +151,7 @@ def test_export_and_load_tuned_rebuild_the_same_tree(
 
     from retrievers import HierarchicalRetriever, load_tuned
     from viking_eval.data import load_dataset
-    from viking_eval.export import export
+    from viking_eval.sweep.export import export
 
     monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     overrides = [

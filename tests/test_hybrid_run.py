@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 
 from retrievers.types import RetrievalResult
 from viking_eval.config import ConfigError, instantiate_objects, load_settings
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 HYBRID = ["+retriever@retrievers.hybrid=hybrid_rrf", "run.latency.n_queries=3", "run.latency.warmup=1"]
@@ -192,7 +192,7 @@ def test_exported_hybrid_loads_through_load_tuned_and_reproduces_its_run(
 
     from retrievers import HybridRetriever, load_tuned
     from viking_eval.data import load_dataset
-    from viking_eval.export import export
+    from viking_eval.sweep.export import export
 
     monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     overrides = [

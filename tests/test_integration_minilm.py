@@ -15,7 +15,7 @@ from retrievers.builders import build_store
 from retrievers.embedders import SentenceTransformerEmbedder
 from viking_eval.config import load_settings
 from viking_eval.data import load_dataset
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.needs_data]

@@ -1,4 +1,4 @@
-"""viking_eval.io: atomic writes that leave either the old file or the new one, never a temporary
+"""viking_eval.files: atomic writes that leave either the old file or the new one, never a temporary
 file, and create files with the user's umask (issue 12: report files were all 0600)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from viking_eval import io
+from viking_eval import files
 
 
 @pytest.fixture
@@ -30,21 +30,21 @@ def _mode(path: Path) -> int:
 @pytest.mark.parametrize(("mask", "expected"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_files_are_created_with_the_umask(tmp_path: Path, umask: None, mask: int, expected: int) -> None:
     os.umask(mask)
-    io.write_text(tmp_path / "report.md", "# report\n")
-    io.write_json(tmp_path / "deep" / "metrics.json", {"a": 1})
+    files.write_text(tmp_path / "report.md", "# report\n")
+    files.write_json(tmp_path / "deep" / "metrics.json", {"a": 1})
     assert _mode(tmp_path / "report.md") == expected
     assert _mode(tmp_path / "deep" / "metrics.json") == expected
     # replacing an existing file gives the new file the umask's mode too, not the old file's
     (tmp_path / "old.txt").write_text("old")
     (tmp_path / "old.txt").chmod(0o600)
-    io.write_text(tmp_path / "old.txt", "new")
+    files.write_text(tmp_path / "old.txt", "new")
     assert _mode(tmp_path / "old.txt") == expected
 
 
 def test_write_replaces_whole_file_and_leaves_no_temporary(tmp_path: Path) -> None:
     path = tmp_path / "metrics.json"
-    io.write_json(path, {"nDCG@10": 0.5, "name": "ä"})
-    io.write_json(path, {"nDCG@10": 0.25})
+    files.write_json(path, {"nDCG@10": 0.5, "name": "ä"})
+    files.write_json(path, {"nDCG@10": 0.25})
     assert json.loads(path.read_text(encoding="utf-8")) == {"nDCG@10": 0.25}
     assert path.read_text(encoding="utf-8").endswith("}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
@@ -52,8 +52,8 @@ def test_write_replaces_whole_file_and_leaves_no_temporary(tmp_path: Path) -> No
 
 def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     path = tmp_path / "per_query.csv"
-    io.write_text(path, "old\n")
-    with pytest.raises(RuntimeError, match="interrupted"), io.atomic_path(path) as temp:
+    files.write_text(path, "old\n")
+    with pytest.raises(RuntimeError, match="interrupted"), files.atomic_path(path) as temp:
         temp.write_text("half of the new")
         raise RuntimeError("interrupted")
     assert path.read_text() == "old\n"
@@ -61,7 +61,7 @@ def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
 
 
 def test_temporary_names_never_collide(tmp_path: Path) -> None:
-    with io.atomic_path(tmp_path / "a.txt") as first, io.atomic_path(tmp_path / "a.txt") as second:
+    with files.atomic_path(tmp_path / "a.txt") as first, files.atomic_path(tmp_path / "a.txt") as second:
         assert first != second and first.parent == second.parent == tmp_path
         assert first.name.startswith(".a.txt.") and first.name.endswith(".tmp")
         first.write_text("first")

@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 
 from viking_eval.data import DataError, DataWarning, load_beir, load_dataset, resolve_dataset
 from viking_eval.data.irds import irds_folder, load_irds, split_label
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 try:
     from viking_eval.config import load_settings

@@ -1,4 +1,4 @@
-"""viking_eval.latency: the seeded sample, the encode / search split (on a fake clock, no sleeps)
+"""viking_eval.run.latency: the seeded sample, the encode / search split (on a fake clock, no sleeps)
 and the BLAS thread limit that applies to one-query timing only."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from threadpoolctl import threadpool_info
 
 from retrievers.types import Embedder, EncodeKind, RetrievalResult
-from viking_eval import latency
-from viking_eval.latency import measure_latency, sample_queries
+from viking_eval.run import latency
+from viking_eval.run.latency import measure_latency, sample_queries
 
 
 class FakeClock:

@@ -1,4 +1,4 @@
-"""The leaderboard (viking_eval/leaderboard.py): finished runs and benchmarks in one table, refused
+"""The leaderboard (viking_eval/benchmark/leaderboard.py): finished runs and benchmarks in one table, refused
 when the data or the metric settings differ."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from viking_eval import io
+from viking_eval import files
+from viking_eval.benchmark.leaderboard import main
 from viking_eval.config import load_settings
 from viking_eval.config.compose import compose_config, hydra_session
-from viking_eval.leaderboard import main
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def runs(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
             run_experiment(settings, root / "runs" / name, config_yaml=_yaml(extra))
     bench = root / "bench"
     shutil.copytree(root / "runs" / "first", bench / "adi@static")
-    io.write_json(
+    files.write_json(
         bench / "benchmark.json",
         {
             "format": 1,

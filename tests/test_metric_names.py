@@ -1,4 +1,4 @@
-"""Metric names (viking_eval/metrics.py): every name a config or evaluate() lists gets its own
+"""Metric names (viking_eval/measures/metrics.py): every name a config or evaluate() lists gets its own
 measure's value, aliases included, checked against pytrec_eval called directly on a hand-made run;
 a metric deeper than run.top_k is computed, said once and marked in the outputs."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import pytrec_eval
 
-from viking_eval.metrics import (
+from viking_eval.measures.metrics import (
     MetricError,
     deeper_than_run,
     depth_label,

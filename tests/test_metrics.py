@@ -8,7 +8,7 @@ import random
 import pytest
 import pytrec_eval
 
-from viking_eval.metrics import (
+from viking_eval.measures.metrics import (
     MetricError,
     accepted_measures,
     canonical_run,

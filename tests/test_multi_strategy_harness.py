@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from retrievers.multi_strategy import DEFAULT_WEIGHTS, MultiStrategyRetriever
 from retrievers.types import RetrievalResult
 from viking_eval.config import ConfigError, load_settings
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "ANSWER-5e1d"
@@ -124,7 +124,7 @@ class SpyMultiStrategy(MultiStrategyRetriever):
 
 
 def test_scoped_run_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from viking_eval import runner
+    from viking_eval.run import experiment as runner
 
     folder = _write_dataset(tmp_path / "tiny")
     SEEN.clear()
@@ -180,7 +180,7 @@ def test_export_and_load_tuned_reproduce_the_run(tmp_path: Path) -> None:
 
     from retrievers import load_tuned
     from viking_eval.data import load_dataset
-    from viking_eval.export import export
+    from viking_eval.sweep.export import export
 
     folder = _write_dataset(tmp_path / "tiny")
     cfg = _compose(

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from retrievers.types import EncodeKind, RetrievalResult
-from viking_eval import cache as cache_module
-from viking_eval.cache import ArtifactCache, CachedEmbedder
-from viking_eval.latency import measure_latency
+from viking_eval.measures.significance import SignificanceSettings, compare_with_baseline
 from viking_eval.progress import progress_shown, quiet_libraries
-from viking_eval.significance import SignificanceSettings, compare_with_baseline
+from viking_eval.run import cache as cache_module
+from viking_eval.run.cache import ArtifactCache, CachedEmbedder
+from viking_eval.run.latency import measure_latency
 
 
 class LengthEmbedder:
@@ -165,7 +165,7 @@ def test_library_info_and_debug_lines_are_dropped_unless_debugging(
             logging.getLogger("sentence_transformers.base.model").info("Loading SentenceTransformer model")
             logging.getLogger("matplotlib.font_manager").info("generated new fontManager")
             bm25s.warning("a real problem")
-            logging.getLogger("viking_eval.runner").info("ours stay")
+            logging.getLogger("viking_eval.run.experiment").info("ours stay")
         assert [record.getMessage() for record in caplog.records] == ["a real problem", "ours stay"]
         assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
         caplog.clear()

@@ -22,10 +22,10 @@ from hydra import compose, initialize_config_dir
 from scipy import stats
 
 from viking_eval.config import ConfigError, Settings, load_settings
+from viking_eval.measures.significance import holm
 from viking_eval.report import summary_table
-from viking_eval.results import RunSummary
-from viking_eval.runner import run_experiment
-from viking_eval.significance import holm
+from viking_eval.results.model import RunSummary
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -43,7 +43,7 @@ def smoke(
 ) -> Iterator[tuple[RunSummary, Settings]]:
     """A smoke run whose markers use the Wilcoxon test: dense's R@100 gain over BM25 (10 wins,
     25 ties, no loss on ADI) is then significant after Holm, the t-test's is not."""
-    from viking_eval.cache import clear_memo
+    from viking_eval.run.cache import clear_memo
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
@@ -233,7 +233,7 @@ def test_report_html_without_latency_or_comparison(
 
 
 def test_sweep_html_embeds_the_sweep_plots(tmp_path: Path) -> None:
-    from viking_eval.sweep import write_sweep_summary
+    from viking_eval.sweep.summary import write_sweep_summary
 
     sweep = tmp_path / "sweep"
     for job, (k1, ndcg) in enumerate([(0.6, 0.41), (0.9, 0.48), (1.2, 0.45)]):

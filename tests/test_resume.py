@@ -18,11 +18,11 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_class
 
 from viking_eval.config import Settings, load_settings
-from viking_eval.results import ResumeKey
-from viking_eval.runner import run_experiment
+from viking_eval.results.model import ResumeKey
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
-RUNNER_LOG = "viking_eval.runner"
+RUNNER_LOG = "viking_eval.run.experiment"
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from retrievers.builders import build_store
 from retrievers.params import ParamError
 from retrievers.run_file import RunFileError, RunFileRetriever, read_run_file
 from viking_eval.config import ConfigError, load_settings
-from viking_eval.runner import run_experiment
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -288,7 +288,7 @@ def test_a_run_file_is_gated_like_any_retriever(
 ) -> None:
     """The gate's run-folder comparison: the same run file passes; a run file that lost the
     answers to 15 of ADI's 35 queries (its system regressed) fails on the run-file retriever only."""
-    from viking_eval.gate import compare_runs
+    from viking_eval.gate.checks import compare_runs
 
     monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     full, damaged = tmp_path / "full.trec", tmp_path / "damaged.trec"

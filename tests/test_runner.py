@@ -15,9 +15,9 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from viking_eval import runner
 from viking_eval.config import load_settings
-from viking_eval.runner import run_experiment
+from viking_eval.run import experiment as runner
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -293,7 +293,7 @@ def test_harness_modules_in_dependency_order() -> None:
         for name, path in modules.items():
             if name == f"viking_eval.{lower}" or name.startswith(f"viking_eval.{lower}."):
                 anywhere = _imports(path, top_level_only=False, type_checking=True)
-                assert "viking_eval.runner" not in anywhere, f"{name} imports the runner"
+                assert "viking_eval.run.experiment" not in anywhere, f"{name} imports the runner"
     report_imports = set().union(
         *(
             _imports(path, top_level_only=False)
@@ -301,7 +301,10 @@ def test_harness_modules_in_dependency_order() -> None:
             if name.startswith("viking_eval.report")
         )
     )
-    assert not {"viking_eval.run_folder", "viking_eval.gate", "viking_eval.sweep"} & report_imports
+    assert (
+        not {"viking_eval.results.run_folder", "viking_eval.gate.checks", "viking_eval.sweep.summary"}
+        & report_imports
+    )
     # run_folder writes; the result model and the reports never touch files themselves
-    for name in ("viking_eval.results", "viking_eval.report.markdown", "viking_eval.report.html"):
-        assert "viking_eval.io" not in _imports(modules[name], top_level_only=False), name
+    for name in ("viking_eval.results.model", "viking_eval.report.markdown", "viking_eval.report.page"):
+        assert "viking_eval.files" not in _imports(modules[name], top_level_only=False), name

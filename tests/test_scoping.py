@@ -14,9 +14,9 @@ from hydra import compose, initialize_config_dir
 
 from retrievers.baselines import BM25Params, BM25Retriever
 from retrievers.types import RetrievalResult
-from viking_eval import runner
 from viking_eval.config import load_settings
-from viking_eval.runner import run_experiment
+from viking_eval.run import experiment as runner
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "ANSWER-7c1f"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from viking_eval.significance import (
+from viking_eval.measures.significance import (
     SignificanceSettings,
     adjust,
     benjamini_hochberg,

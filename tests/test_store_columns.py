@@ -163,7 +163,7 @@ def test_an_old_store_is_refused_with_a_message_to_rebuild(tmp_path: Path) -> No
 
 def test_the_harness_cache_key_names_the_store_format(monkeypatch: pytest.MonkeyPatch) -> None:
     # an entry built by an older layout is never found by this one: the store is rebuilt
-    import viking_eval.runner as runner
+    import viking_eval.run.experiment as runner
 
     assert STORE_FORMAT == 3
     source = Path(runner.__file__).read_text(encoding="utf-8")

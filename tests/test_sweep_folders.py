@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from viking_eval import run_folder
+from viking_eval.results import run_folder
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["experiment=smoke", "run.latency.n_queries=0"]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from viking_eval import run_folder
-from viking_eval.sweep import sweep_command, sweep_identity, sweep_jobs
+from viking_eval.results import run_folder
+from viking_eval.sweep.summary import sweep_command, sweep_identity, sweep_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 

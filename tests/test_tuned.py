@@ -14,9 +14,9 @@ from hydra import compose, initialize_config_dir
 from retrievers import Document, TunedFileError, load_tuned
 from retrievers.builders import build_store
 from viking_eval.config import load_settings
-from viking_eval.export import ExportError, export
-from viking_eval.metrics import evaluate, parse_metrics
-from viking_eval.runner import run_experiment
+from viking_eval.measures.metrics import evaluate, parse_metrics
+from viking_eval.run.experiment import run_experiment
+from viking_eval.sweep.export import ExportError, export
 
 REPO = Path(__file__).resolve().parents[1]
 

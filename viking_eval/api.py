@@ -10,7 +10,7 @@ arguments into the harness's validated settings (retriever configs checked by vi
 before any data is read) and calls ``runner.run_experiment``, the one experiment loop of the CLI,
 sweeps, benchmarks and the gate. So the embedder is fitted once per corpus and cached, retriever
 configs resume from their finished markers in ``output_dir`` exactly as a CLI run does, and the
-result is the same :class:`~viking_eval.results.RunSummary`; with ``output_dir`` the same run
+result is the same :class:`~viking_eval.results.model.RunSummary`; with ``output_dir`` the same run
 folder is written (config.yaml, runs/, metrics.json/.csv, per_query.csv, significance.csv,
 latency.json, environment.json, report.md/.html, resume markers for retriever configs), so the
 leaderboard, the gate's ``baseline_run`` and the reports read it like any run.
@@ -54,10 +54,10 @@ from viking_eval.config import (
 from viking_eval.config.compose import CONFIG_DIR
 from viking_eval.config.errors import from_library_error
 from viking_eval.data import BeirDataset
-from viking_eval.metrics import parse_metrics
-from viking_eval.results import RunSummary
-from viking_eval.runner import run_experiment
-from viking_eval.significance import SignificanceSettings
+from viking_eval.measures.metrics import parse_metrics
+from viking_eval.measures.significance import SignificanceSettings
+from viking_eval.results.model import RunSummary
+from viking_eval.run.experiment import run_experiment
 
 __all__ = ["evaluate"]
 
@@ -205,7 +205,7 @@ def evaluate(
     show_progress: bool = False,
 ) -> RunSummary:
     """Evaluate ``retrievers`` on ``dataset`` and return the run's
-    :class:`~viking_eval.results.RunSummary` (what ``python -m viking_eval`` computes).
+    :class:`~viking_eval.results.model.RunSummary` (what ``python -m viking_eval`` computes).
 
     ``retrievers``: one retriever, a list, or ``{name: retriever}``; each a built object with
     ``retrieve_batch(queries, top_k)`` or a config mapping with ``_target_`` (module docstring).

@@ -5,8 +5,8 @@
             validate everything (viking_eval.config) -- before any data is read
          -> the Hydra app (@hydra.main, the same argv) -> one program:
               run      evaluate the configured retrievers (the default)
-              benchmark  benchmark.datasets=[...]: every dataset's run, one table (viking_eval/benchmark.py)
-              gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate.py)
+              benchmark  benchmark.datasets=[...]: every dataset's run, one table (viking_eval/benchmark/run.py)
+              gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate/checks.py)
               compare  gate.baseline_run=<folder>: evaluate, then gate against a stored run
 
 Exit status: 0 success; 1 a gate check failed, a remote model gave no usable answer (one line
@@ -36,8 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from retrievers.http import EndpointError
-from viking_eval import io
-from viking_eval.cache import CacheError
+from viking_eval import files
 from viking_eval.config import ConfigError, Settings, check_sweep_objective, load_settings
 from viking_eval.config.compose import (
     BASIC_SWEEPER,
@@ -51,6 +50,7 @@ from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
 from viking_eval.data.splits import check_half_for_sweep
 from viking_eval.progress import quiet_libraries
+from viking_eval.run.cache import CacheError
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a gate check failed, or a bug
@@ -131,7 +131,7 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
     if not multirun:
         settings = _settings(base, multirun=False)
         if settings.benchmark.datasets:  # every dataset's run composed and located now
-            from viking_eval.benchmark import check_benchmark
+            from viking_eval.benchmark.run import check_benchmark
 
             check_benchmark(settings, [str(line) for line in base.hydra.overrides.task])
         return
@@ -212,22 +212,23 @@ def _override_text(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------- programs
-# One function per program, in viking_eval/runner.py (run_program, compare_program) and
-# viking_eval/gate.py (gate_from_settings, which takes the overrides to apply to every check).
+# One function per program, in viking_eval/run/experiment.py (run_program, compare_program) and
+# viking_eval/gate/checks.py (gate_from_settings, which takes the overrides to apply to every check).
 
 
 def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
     """The regression gate (``gate.baseline=<file>``, ``experiment=ci_regression``): the baseline
     file's checks, each with the command line's ``overrides`` applied; returns the exit status."""
-    from viking_eval import gate, runner
+    from viking_eval.gate import checks as gate
+    from viking_eval.run import experiment as runner
 
     return gate.gate_from_settings(settings, output_dir, run=runner.run_experiment, overrides=overrides)
 
 
 def benchmark_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
     """A benchmark (``benchmark.datasets=[...]``): every dataset's run, then one table
-    (viking_eval/benchmark.py); returns the exit status."""
-    from viking_eval import benchmark
+    (viking_eval/benchmark/run.py); returns the exit status."""
+    from viking_eval.benchmark import run as benchmark
 
     return benchmark.benchmark_program(settings, output_dir, overrides=overrides)
 
@@ -272,7 +273,7 @@ def _marked_on_failure(output_dir: Path) -> Iterator[None]:
 def mark_failed(output_dir: Path, message: str) -> None:
     """``status.json`` ``{"status": "failed", "error": message}`` in the run folder."""
     with contextlib.suppress(OSError):  # the folder itself may be what failed
-        io.write_json(output_dir / STATUS_FILE, {"status": "failed", "error": message})
+        files.write_json(output_dir / STATUS_FILE, {"status": "failed", "error": message})
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
@@ -286,12 +287,12 @@ def app(cfg: DictConfig) -> Any:
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     # jobs of a sweep or study evaluate the tuning split; the chosen one is evaluated on the
-    # reported split when the sweep ends (viking_eval/sweep.py)
+    # reported split when the sweep ends (viking_eval/sweep/summary.py)
     phase: Literal["tune", "report"] = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
-    from viking_eval import runner
+    from viking_eval.run import experiment as runner
 
     with _marked_on_failure(output_dir):
-        if settings.benchmark.datasets:  # a benchmark (viking_eval/benchmark.py), not a sweep
+        if settings.benchmark.datasets:  # a benchmark (viking_eval/benchmark/run.py), not a sweep
             sys.exit(
                 benchmark_program(
                     settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]

@@ -11,7 +11,7 @@ submitit), ``n_jobs`` trials per batch:
   and the study goes on (hydra issue 2237: hydra-optuna-sweeper ended the whole study).
 - Job folders are ``<sweep dir>/<trial number>``: a resumed study never overwrites a folder. A
   trial whose folder holds another job (another study sent into the same ``hydra.sweep.dir``)
-  stops the command before it is launched: one line, exit 2 (viking_eval.sweep).
+  stops the command before it is launched: one line, exit 2 (viking_eval.sweep.summary).
 - With a ``storage`` a study resumes: finished trials (complete or failed) count toward
   ``n_trials`` and are never redone; trials left RUNNING by a killed process are marked FAIL.
 - The search space is written in hydra-optuna-sweeper's override syntax and parsed with Hydra's
@@ -519,7 +519,7 @@ class OptunaSweeperImpl(Sweeper):
         study run again with its seed) reuses its folder."""
         import optuna
 
-        from viking_eval.sweep import job_folder_clashes, numbered_job_dirs, refuse_clashes
+        from viking_eval.sweep.summary import job_folder_clashes, numbered_job_dirs, refuse_clashes
 
         assert self.config is not None
         sweep_dir = numbered_job_dirs(self.config)

@@ -6,7 +6,7 @@ Hugging Face TEI, LiteLLM, Ollama, llama.cpp's server, ...), stdlib only.
 The transport (time-out per request, retries with exponential back-off on 429, 5xx and
 time-outs honouring ``Retry-After``, the API key read at call time from the environment variable
 the caller names) is :class:`retrievers.http.JsonEndpoint`. Caching is not this class's job: the
-harness caches any embedder by ``name`` and text content (``viking_eval.cache.CachedEmbedder``),
+harness caches any embedder by ``name`` and text content (``viking_eval.run.cache.CachedEmbedder``),
 so a corpus is sent once per machine.
 """
 

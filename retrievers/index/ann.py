@@ -43,7 +43,7 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
 * **k larger than the index** returns every allowed row (faiss's HNSW would return only the
   part of the graph it reached).
 * :attr:`approximate` is True: the results may miss items of the exact top ``k`` (the harness
-  reports ``ann_recall@10`` against exact search, viking_eval/ann_quality.py). ``flat`` is
+  reports ``ann_recall@10`` against exact search, viking_eval/run/ann_quality.py). ``flat`` is
   included: it is exact up to float32 rounding at the cut.
 
 Files: ``index.faiss`` (faiss's format) and ``index.json`` (kind, rows, dim, settings, faiss

@@ -198,7 +198,10 @@ def _missing_key(key: str, overrides: Sequence[str]) -> ConfigError:
 
 def is_harness(cls: type) -> bool:
     """Whether ``cls`` is one of the harness's settings classes (typed at composition)."""
-    return cls.__module__ == "viking_eval.config.settings" or cls.__module__ == "viking_eval.significance"
+    return (
+        cls.__module__ == "viking_eval.config.settings"
+        or cls.__module__ == "viking_eval.measures.significance"
+    )
 
 
 def explain(error: BaseException, overrides: Sequence[str] = ()) -> ConfigError:

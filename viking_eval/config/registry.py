@@ -78,7 +78,7 @@ HYDRA_TARGETS: tuple[str, ...] = (
     "hydra._internal.core_plugins.",
     "hydra_plugins.",
     "hydra.experimental.callbacks.",
-    "viking_eval.sweep.SweepSummary",
+    "viking_eval.sweep.summary.SweepSummary",
 )
 #: extra prefixes allowed from Python (allow_targets)
 _ALLOWED: list[str] = []

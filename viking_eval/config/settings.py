@@ -28,8 +28,8 @@ from viking_eval.config.errors import ConfigError, from_library_error
 from viking_eval.config.registry import KINDS, SLOT_KINDS, check_targets, is_allowed, resolve
 from viking_eval.config.schema import init_schema, is_params_class
 from viking_eval.config.validate import BM25_STORE_KEYS, typed_values
-from viking_eval.metrics import Metric, MetricError, parse_metrics
-from viking_eval.significance import SignificanceSettings
+from viking_eval.measures.metrics import Metric, MetricError, parse_metrics
+from viking_eval.measures.significance import SignificanceSettings
 
 __all__ = [
     "BenchmarkSettings",
@@ -96,7 +96,7 @@ class DatasetSettings(Params):
 class LatencySettings(Params):
     """Per-query latency on a seeded sample: ``n_queries`` (0 = skip), ``warmup`` queries run first
     and not timed, ``blas_threads``: the BLAS threads while queries are timed one at a time (None
-    = as the process has them; batch throughput always uses them all; see viking_eval/latency.py)."""
+    = as the process has them; batch throughput always uses them all; see viking_eval/run/latency.py)."""
 
     SECTION = "run.latency"
 
@@ -109,7 +109,7 @@ class LatencySettings(Params):
 @dataclass(frozen=True)
 class RunSettings(Params):
     """``top_k``: run depth (R@100 needs >= 100); ``batch_size``: queries per ``retrieve_batch``
-    call; ``metrics``: ir-measures names, checked here (viking_eval/metrics.py); ``baseline``: the
+    call; ``metrics``: ir-measures names, checked here (viking_eval/measures/metrics.py); ``baseline``: the
     retriever every other one is compared with (paired tests, significance.csv, report markers);
     None = the first one."""
 
@@ -134,7 +134,7 @@ class RunSettings(Params):
 class SweepSettings(Params):
     """Multiruns: ``objective`` (``<retriever>.<metric>`` or ``<metric>``; None = the first metric
     of the swept retriever), its ``direction``, and whether the best job and the default are
-    evaluated on the reported split when the sweep ends (viking_eval/best.py)."""
+    evaluated on the reported split when the sweep ends (viking_eval/sweep/best.py)."""
 
     SECTION = "sweep"
 
@@ -145,7 +145,7 @@ class SweepSettings(Params):
 
 @dataclass(frozen=True)
 class GateSettings(Params):
-    """The regression gate (viking_eval/gate.py). ``baseline``: a baseline file
+    """The regression gate (viking_eval/gate/checks.py). ``baseline``: a baseline file
     (experiments/baselines/<name>.yaml); when set, the run executes that file's checks instead of
     the configured run. ``baseline_run``: a run folder; when set, the finished run is compared
     with that run's per-query values. ``tolerance``: absolute metric tolerance of the run-folder
@@ -169,7 +169,7 @@ class GateSettings(Params):
 
 @dataclass(frozen=True)
 class BenchmarkSettings(Params):
-    """Benchmark mode (viking_eval/benchmark.py): ``datasets`` set runs the configured retrievers
+    """Benchmark mode (viking_eval/benchmark/run.py): ``datasets`` set runs the configured retrievers
     over each of them, one normal run folder per dataset, and writes one table retriever x dataset
     (benchmark.json/.csv/.md/.html). An entry is a dataset config (conf/dataset/<entry>.yaml) or a
     dataset name or folder found as ``dataset.name`` is. ``variants``: more rows from the same
@@ -249,7 +249,7 @@ def _target(values: Mapping[str, Any], where: str, kind: str, example: str) -> t
 def is_retriever_config(value: Any) -> bool:
     """A mapping whose ``_target_`` names a retriever class (one with ``retrieve_batch``): a
     retriever inside a retriever's parameters (e.g. a hybrid's ``keyword_leg``), built over the
-    same store when the run builds the retriever that holds it (viking_eval/retriever_inputs.py).
+    same store when the run builds the retriever that holds it (viking_eval/run/inputs.py).
     A name outside the registry is not looked at (nothing is imported): :func:`load_settings`
     refuses it before this is asked."""
     if not isinstance(value, Mapping) or not is_allowed(value.get("_target_")):

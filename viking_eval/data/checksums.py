@@ -21,7 +21,7 @@ from typing import Any
 from viking_eval.data.errors import located
 from viking_eval.data.locations import is_file
 from viking_eval.data.records import read_bytes
-from viking_eval.io import sha256_file
+from viking_eval.files import sha256_file
 
 __all__ = ["CHECKSUMS_FILE", "read_checksums", "record_checksums", "sha256_bytes", "verify_checksums"]
 

@@ -54,7 +54,7 @@ from viking_eval.data.checksums import CHECKSUMS_FILE, record_checksums
 from viking_eval.data.errors import DataError
 from viking_eval.data.locations import DATA_ENV, data_home, data_search_path
 from viking_eval.data.registry import NAME_RE, load_registry, registry_path
-from viking_eval.io import sha256_file
+from viking_eval.files import sha256_file
 
 __all__ = [
     "DOWNLOAD_ENV",

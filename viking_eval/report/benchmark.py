@@ -1,5 +1,5 @@
 """The benchmark's pages: benchmark.md, benchmark.html and the rows of benchmark.csv, rendered from a
-:class:`~viking_eval.benchmark_table.BenchmarkTable` in the style of a run's report (one table per
+:class:`~viking_eval.benchmark.table.BenchmarkTable` in the style of a run's report (one table per
 metric, retrievers x datasets plus the mean, ▲/▼ markers, best per column in bold, latency per
 dataset). Renderers return text; run_folder.py writes it."""
 
@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from viking_eval.report.html import _best, _e, _p, _page, provenance_meta
+from viking_eval.report.page import _best, _e, _p, _page, provenance_meta
 
 if TYPE_CHECKING:
-    from viking_eval.benchmark_table import BenchmarkTable
+    from viking_eval.benchmark.table import BenchmarkTable
 
 MEAN = "mean"
 CSV_COLUMNS = [

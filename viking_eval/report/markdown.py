@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from viking_eval import ann_quality
-from viking_eval.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval.run import ann_quality
 
 if TYPE_CHECKING:
     from viking_eval.config import Settings
-    from viking_eval.results import RunSummary
+    from viking_eval.results.model import RunSummary
 
 
 def _latency(result: Any, key: str) -> str:

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from viking_eval import io
+from viking_eval import files
 
 
 def _number(value: Any) -> float | None:
@@ -118,7 +118,7 @@ def _slug(text: str) -> str:
 
 def _save(figure: Any, path: Path) -> Path:
     figure.tight_layout()
-    with io.atomic_path(path) as temp:
+    with files.atomic_path(path) as temp:
         figure.savefig(temp, format="png", dpi=110)
     plt.close(figure)
     return path

@@ -30,7 +30,7 @@ from viking_eval.data.convert.locomo import convert_locomo
 from viking_eval.data.errors import DataError
 from viking_eval.data.locations import data_home
 from viking_eval.data.registry import DEFAULT_REGISTRY, registry_path
-from viking_eval.io import sha256_file
+from viking_eval.files import sha256_file
 
 __all__ = [
     "CONVERTERS",

@@ -14,7 +14,7 @@ How it runs (``benchmark_program``)::
       -> each job is exactly the single-dataset command with those overrides: composed,
          validated, and run by the runner into <benchmark folder>/<dataset>[@<variant>]/
          (a normal run folder: its own report, markers, run files; stores cached as always)
-      -> the table (viking_eval/benchmark_table.py): every cell from its run, the mean over
+      -> the table (viking_eval/benchmark/table.py): every cell from its run, the mean over
          datasets, paired tests against the baseline with the correction over the whole table
       -> benchmark.json/.csv/.md/.html in the benchmark folder (run_folder.write_benchmark)
 
@@ -38,12 +38,12 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
-from viking_eval import run_folder
-from viking_eval.benchmark_table import BenchmarkTable, build_table
+from viking_eval.benchmark.table import BenchmarkTable, build_table
 from viking_eval.config import ConfigError, Settings, load_settings
 from viking_eval.config.compose import CONFIG_DIR, compose_config, explain, hydra_session
 from viking_eval.data import DataError, resolve_dataset
-from viking_eval.environment import collect_environment
+from viking_eval.results import run_folder
+from viking_eval.results.environment import collect_environment
 
 __all__ = ["BenchmarkJob", "benchmark_program", "check_benchmark", "plan_jobs"]
 
@@ -184,7 +184,7 @@ def check_benchmark(settings: Settings, task_overrides: Sequence[str]) -> list[B
 
 def run_benchmark(settings: Settings, output_dir: Path, task_overrides: Sequence[str]) -> BenchmarkTable:
     """Run every job into ``output_dir`` and write the table; returns it."""
-    from viking_eval.runner import run_experiment
+    from viking_eval.run.experiment import run_experiment
 
     started = time.perf_counter()
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from viking_eval.config.errors import from_library_error
 from viking_eval.config.registry import resolve
 from viking_eval.config.settings import is_retriever_config
 from viking_eval.data import BeirDataset, load_queries
-from viking_eval.io import sha256_file
+from viking_eval.files import sha256_file
 
 __all__ = ["build_retriever", "dataset_queries", "input_files", "wants_queries"]
 

@@ -39,7 +39,7 @@ import numpy as np
 from filelock import FileLock
 
 from retrievers.types import Embedder, EncodeKind
-from viking_eval.io import sha256_file
+from viking_eval.files import sha256_file
 from viking_eval.progress import progress_bar
 
 log = logging.getLogger(__name__)

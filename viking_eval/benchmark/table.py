@@ -4,7 +4,7 @@ One cell is one retriever's aggregate metrics and latency on one dataset, taken 
 that dataset's run (so a cell equals the single-dataset run of the same config). The mean over
 datasets is the arithmetic mean of the cells (each dataset weighs the same, whatever its number of
 queries: BEIR's and MTEB's average). Significance: on each dataset every row is compared with the
-baseline row by the paired tests of viking_eval/significance.py on the per-query values, and the
+baseline row by the paired tests of viking_eval/measures/significance.py on the per-query values, and the
 p-values are corrected (``run.significance.correction``) across every comparison of the *whole
 table* (all datasets, rows and metrics, per test), not per dataset: with 4 datasets x 2 rows x 5
 metrics a marker survives a family of 40 comparisons. The mean has no test (the datasets' queries
@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from viking_eval.results import RunSummary
-from viking_eval.significance import (
+from viking_eval.measures.significance import (
     TEST_NAMES,
     TESTS,
     Comparison,
@@ -29,6 +28,7 @@ from viking_eval.significance import (
     adjust,
     compare_with_baseline,
 )
+from viking_eval.results.model import RunSummary
 
 __all__ = ["BenchmarkRun", "BenchmarkTable", "build_table", "row_name", "table_significance"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
-import io as bytes_io
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,13 +21,13 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from viking_eval.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval.measures.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
 from viking_eval.report.markdown import latency_note, stats_text
-from viking_eval.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
 
 if TYPE_CHECKING:
     from viking_eval.config import Settings
-    from viking_eval.results import RetrieverResult, RunSummary
+    from viking_eval.results.model import RetrieverResult, RunSummary
 
 BETTER = "#1a7f37"
 WORSE = "#cf222e"
@@ -105,7 +105,7 @@ def _effect(value: float) -> str:
 
 def png_data_uri(figure: Figure, dpi: int = 100) -> str:
     """The figure as a ``data:image/png;base64,...`` URI."""
-    buffer = bytes_io.BytesIO()
+    buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi, facecolor="white")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 

@@ -42,25 +42,26 @@ from retrievers.params import ParamError
 from retrievers.rerank.policy import fallback_summary
 from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, EncodeKind, RetrievalResult, Retriever
-from viking_eval import gate, run_folder
-from viking_eval.ann_quality import AnnQuality, describe_index
-from viking_eval.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.config.errors import from_library_error
 from viking_eval.config.registry import resolve
 from viking_eval.config.settings import build_object
-from viking_eval.contract import check_batch, check_results
 from viking_eval.data import BeirDataset, DataError
 from viking_eval.data.splits import Phase, load_for_phase
-from viking_eval.environment import collect_environment, peak_rss_mb
-from viking_eval.io import sha256_file
-from viking_eval.latency import measure_latency
-from viking_eval.metrics import deeper_than_run, depth_note, evaluate
+from viking_eval.files import sha256_file
+from viking_eval.gate import checks as gate
+from viking_eval.measures.metrics import deeper_than_run, depth_note, evaluate
+from viking_eval.measures.significance import compare_with_baseline
 from viking_eval.progress import progress_bar, progress_shown
 from viking_eval.report import summary_table
-from viking_eval.results import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
-from viking_eval.retriever_inputs import build_retriever, dataset_queries, input_files, wants_queries
-from viking_eval.significance import compare_with_baseline
+from viking_eval.results import run_folder
+from viking_eval.results.environment import collect_environment, peak_rss_mb
+from viking_eval.results.model import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
+from viking_eval.run.ann_quality import AnnQuality, describe_index
+from viking_eval.run.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
+from viking_eval.run.contract import check_batch, check_results
+from viking_eval.run.inputs import build_retriever, dataset_queries, input_files, wants_queries
+from viking_eval.run.latency import measure_latency
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +286,7 @@ def run_retriever(
 
     params = instantiate_objects(spec.params, f"retrievers.{spec.name}")  # e.g. a reranker, built once
     # the dataset's queries for a run-file retriever; retrievers in the parameters (a hybrid's
-    # legs) built over the same store (viking_eval/retriever_inputs.py)
+    # legs) built over the same store (viking_eval/run/inputs.py)
     queries = dataset_queries(dataset) if wants_queries(cls, params) else None
 
     def make(with_embedder: Embedder, scope: Hashable) -> Retriever:
@@ -321,7 +322,7 @@ def evaluate_retriever(
 ) -> RetrieverResult:
     """One retriever over the dataset's judged queries: ``retrieve_batch`` in blocks of
     ``run.batch_size`` (one retriever per query scope, ``make(embedder, scope)``), every result
-    list checked against the retriever contract (viking_eval/contract.py: at most ``run.top_k``
+    list checked against the retriever contract (viking_eval/run/contract.py: at most ``run.top_k``
     RetrievalResults, unique doc ids in ``known_ids(scope)``, finite scores; a breach raises
     RetrieverContractError), the run file written (when
     ``output_dir`` is given), metrics, latency one query at a time. The runner builds retrievers
@@ -350,7 +351,7 @@ def evaluate_retriever(
                 )
                 known = known_ids(scope)
                 for query_id, results in zip(chunk_ids, batch_results, strict=True):
-                    # the contract (viking_eval/contract.py): <= top_k RetrievalResults, unique
+                    # the contract (viking_eval/run/contract.py): <= top_k RetrievalResults, unique
                     # known doc ids, finite scores; a breach is one RetrieverContractError
                     run[query_id] = check_results(name, query_id, results, known, settings.run.top_k)
                 bar.update(len(chunk_ids))

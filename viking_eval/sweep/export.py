@@ -1,4 +1,4 @@
-"""Export a tuned retriever for production: ``python -m viking_eval.export <run or sweep folder> --name <name>``.
+"""Export a tuned retriever for production: ``python -m viking_eval.sweep.export <run or sweep folder> --name <name>``.
 
 Writes ``experiments/tuned/<name>.yaml``: retriever class and parameters, embedder class,
 parameters and name (model id + weights fingerprint), store settings, the dataset and split it
@@ -30,9 +30,10 @@ import yaml
 import retrievers
 from retrievers.ranking import pair_key
 from retrievers.tuned import TUNED_FORMAT
-from viking_eval import io, run_folder
+from viking_eval import files
+from viking_eval.results import run_folder
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ExportError(ValueError):
@@ -207,7 +208,7 @@ def export(
     document = tuned_document(run_dir, chosen, name, best)
     text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
     if force:
-        io.write_text(target, text)
+        files.write_text(target, text)
     else:
         _write_new(target, text)
     return target
@@ -215,7 +216,7 @@ def export(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m viking_eval.export", description=__doc__.split("\n\n")[0]
+        prog="python -m viking_eval.sweep.export", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("folder", type=Path, help="a run folder or a multirun (sweep) folder")
     parser.add_argument("--name", required=True, help="file name under experiments/tuned/")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io as text_io
+import io
 import json
 import logging
 import sys
@@ -39,9 +39,11 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
-from viking_eval import ann_quality, io, run_folder
-from viking_eval.report.html import sweep_html
+from viking_eval import files
+from viking_eval.report.page import sweep_html
 from viking_eval.report.sweep_plots import sweep_plots
+from viking_eval.results import run_folder
+from viking_eval.run import ann_quality
 
 log = logging.getLogger(__name__)
 
@@ -148,11 +150,11 @@ def write_sweep_summary(sweep_dir: Path, identity: str | None = None) -> Path | 
             if key not in metric_keys and key not in {"job", "retriever", *override_keys, *COST_COLUMNS}:
                 metric_keys.append(key)
     columns = ["job", *override_keys, "retriever", *metric_keys, *COST_COLUMNS]
-    buffer = text_io.StringIO()
+    buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    io.write_text(sweep_dir / "sweep.csv", buffer.getvalue())
+    files.write_text(sweep_dir / "sweep.csv", buffer.getvalue())
 
     def cell(value: Any) -> str:
         return f"{value:.4f}" if isinstance(value, float) else "" if value is None else str(value)
@@ -169,8 +171,10 @@ def write_sweep_summary(sweep_dir: Path, identity: str | None = None) -> Path | 
     if swept and ann_quality.METRIC in metric_keys[1:]:
         plots += sweep_plots(sweep_dir, rows, swept, ann_quality.METRIC)
     links = "\n".join(f"![{path.stem}]({path.name})" for path in plots)
-    io.write_text(sweep_dir / "sweep.md", f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n\n{links}\n")
-    io.write_text(sweep_dir / "sweep.html", sweep_html(sweep_dir, columns, rows, metric_keys, plots))
+    files.write_text(
+        sweep_dir / "sweep.md", f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n\n{links}\n"
+    )
+    files.write_text(sweep_dir / "sweep.html", sweep_html(sweep_dir, columns, rows, metric_keys, plots))
     return sweep_dir / "sweep.csv"
 
 
@@ -298,7 +302,7 @@ class SweepSummary(Callback):
         print(f"sweep summary: {path} and {path.with_suffix('.md')}")
         sweep_cfg = config.get("sweep") or {}
         if sweep_cfg.get("evaluate_best", True):
-            from viking_eval.best import write_best  # runs the chosen configuration: only when needed
+            from viking_eval.sweep.best import write_best  # runs the chosen configuration: only when needed
 
             override_keys, rows = collect_sweep(sweep_dir, identity)
             best = write_best(sweep_dir, config, rows, override_keys)

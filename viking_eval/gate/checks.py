@@ -46,8 +46,10 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 
-from viking_eval import io, run_folder
-from viking_eval.baseline import (
+from viking_eval import files
+from viking_eval.config import ConfigError, Settings, load_settings
+from viking_eval.data import DataError, resolve_dataset
+from viking_eval.gate.baseline import (
     BaselineFile,
     Check,
     GateError,
@@ -56,14 +58,13 @@ from viking_eval.baseline import (
     read_per_query,
     write_per_query,
 )
-from viking_eval.config import ConfigError, Settings, load_settings
-from viking_eval.data import DataError, resolve_dataset
-from viking_eval.metrics import MetricError, parse_metric
-from viking_eval.results import RunExperiment, RunSummary
-from viking_eval.run_folder import RunFolderError
-from viking_eval.significance import TEST_NAMES, SignificanceSettings, adjust, aligned, run_test
+from viking_eval.measures.metrics import MetricError, parse_metric
+from viking_eval.measures.significance import TEST_NAMES, SignificanceSettings, adjust, aligned, run_test
+from viking_eval.results import run_folder
+from viking_eval.results.model import RunExperiment, RunSummary
+from viking_eval.results.run_folder import RunFolderError
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "conf"
 STATUSES = ("OK", "OKISH", "FAIL", "IMPROVED")
 # expected values are written with 4 decimals; the stored per-query values must average to them
@@ -481,7 +482,7 @@ def record_baseline(
 ) -> Path:
     """Run every check and rewrite the baseline file's expected values, latency ratios and stored
     per-query values with what this run measured (tolerances and commands are kept)."""
-    from viking_eval.environment import git_state
+    from viking_eval.results.environment import git_state
 
     path = resolve_path(baseline_path)
     baseline = load_baseline(path)
@@ -520,11 +521,11 @@ def record_baseline(
                     2,
                 )
     header = (
-        "# Expected scores for the regression gate (viking_eval/gate.py); see README 'Regression gate'.\n"
+        "# Expected scores for the regression gate (viking_eval/gate/checks.py); see README 'Regression gate'.\n"
         "# Values, per-query files and `measured` are written by `python -m viking_eval.gate record`;\n"
         "# tolerances and commands are edited by hand.\n"
     )
-    io.write_text(path, header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=110))
+    files.write_text(path, header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=110))
     return path
 
 
@@ -747,11 +748,3 @@ def main(argv: Sequence[str] | None, *, run: RunExperiment) -> int:
         return 2
     print(report.text(), end="")
     return 0 if report.passed else 1
-
-
-if __name__ == "__main__":
-    # ``python -m viking_eval.gate``: the program starts here, above the runner, and hands it in
-    # (the library above never imports it)
-    from viking_eval.runner import gate_cli
-
-    sys.exit(gate_cli(sys.argv[1:]))

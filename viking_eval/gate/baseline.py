@@ -2,7 +2,7 @@
 runs (a ``python -m viking_eval`` command of Hydra overrides), what it must score (metrics per
 retriever, a tolerance, optional latency ratios) and its stored per-query values; read and
 validated here, every problem a :class:`GateError` naming the file, key and value. The gate
-itself (running the checks, verdicts, recording) is :mod:`viking_eval.gate`.
+itself (running the checks, verdicts, recording) is :mod:`viking_eval.gate.checks`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from viking_eval import run_folder
-from viking_eval.run_folder import RunFolderError
-from viking_eval.significance import SignificanceSettings
+from viking_eval.measures.significance import SignificanceSettings
+from viking_eval.results import run_folder
+from viking_eval.results.run_folder import RunFolderError
 
 LATENCY_MEASURES = (
     "p50_ms",

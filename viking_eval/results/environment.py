@@ -30,7 +30,7 @@ PACKAGES = [
     "pandas",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def package_versions() -> dict[str, str | None]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from viking_eval.config import Settings
     from viking_eval.data.splits import Phase
-    from viking_eval.significance import SignificanceReport
+    from viking_eval.measures.significance import SignificanceReport
 
 
 @dataclass(frozen=True)

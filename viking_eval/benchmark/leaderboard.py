@@ -1,4 +1,4 @@
-"""``python -m viking_eval.leaderboard <folders...> [--csv FILE] [--md FILE]``: finished runs, side by side.
+"""``python -m viking_eval.benchmark.leaderboard <folders...> [--csv FILE] [--md FILE]``: finished runs, side by side.
 
 Each folder is a run folder, a benchmark folder (its dataset runs, rows named as in its table:
 ``dense@static``) or any folder holding them (searched recursively; a run inside a benchmark
@@ -25,7 +25,7 @@ import csv
 import dataclasses
 import hashlib
 import inspect
-import io as text_io
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -35,10 +35,11 @@ from typing import Any
 
 from tabulate import tabulate
 
-from viking_eval import io, run_folder
-from viking_eval.benchmark_table import row_name
+from viking_eval import files
+from viking_eval.benchmark.table import row_name
 from viking_eval.config import ConfigError, check_store
 from viking_eval.config.registry import is_allowed, resolve
+from viking_eval.results import run_folder
 
 __all__ = ["LeaderboardError", "LeaderboardRow", "collect", "main", "table_rows"]
 
@@ -263,7 +264,7 @@ def _formatted(body: list[list[Any]]) -> list[list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m viking_eval.leaderboard",
+        prog="python -m viking_eval.benchmark.leaderboard",
         description="Finished run and benchmark folders in one table; refuses results on different data "
         "or with different metric settings.",
     )
@@ -281,14 +282,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     header, body = table_rows(rows)
     print(tabulate(_formatted(body), headers=header, tablefmt="simple", disable_numparse=True))
     if args.csv:
-        buffer = text_io.StringIO()
+        buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(header)
         writer.writerows([["" if cell is None else cell for cell in row] for row in body])
-        io.write_text(args.csv, buffer.getvalue())
+        files.write_text(args.csv, buffer.getvalue())
     if args.md:
         table = tabulate(_formatted(body), headers=header, tablefmt="github", disable_numparse=True)
-        io.write_text(
+        files.write_text(
             args.md, f"# Leaderboard\n\n{len(body)} rows from {len(args.folders)} folder(s)\n\n{table}\n"
         )
     return EXIT_OK

@@ -20,7 +20,7 @@ Every write is atomic (``io.py``).
 from __future__ import annotations
 
 import csv
-import io as text_io
+import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -32,19 +32,20 @@ from omegaconf import DictConfig, OmegaConf
 
 from retrievers.ranking import sort_key
 from retrievers.types import RetrievalResult
-from viking_eval import ann_quality, io
-from viking_eval.benchmark_table import comparison_record
-from viking_eval.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval import files
+from viking_eval.benchmark.table import comparison_record
+from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval.measures.significance import CSV_COLUMNS, csv_rows
 from viking_eval.report.benchmark import CSV_COLUMNS as BENCHMARK_COLUMNS
 from viking_eval.report.benchmark import benchmark_html, benchmark_markdown
 from viking_eval.report.benchmark import csv_rows as benchmark_rows
-from viking_eval.report.html import report_html
 from viking_eval.report.markdown import report_markdown
-from viking_eval.results import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
-from viking_eval.significance import CSV_COLUMNS, csv_rows
+from viking_eval.report.page import report_html
+from viking_eval.results.model import FinishedRetriever, ResumeKey, RetrieverResult, RunSummary
+from viking_eval.run import ann_quality
 
 if TYPE_CHECKING:
-    from viking_eval.benchmark_table import BenchmarkTable
+    from viking_eval.benchmark.table import BenchmarkTable
     from viking_eval.config import Settings
 
 MARKER_FORMAT = 2  # 1: {"spec_key": <hash>, **result}; 2: key parts, cost, result
@@ -62,7 +63,7 @@ class RunFolderError(ValueError):
 
 
 def write_config(folder: Path, config_yaml: str) -> None:
-    io.write_text(folder / "config.yaml", config_yaml)
+    files.write_text(folder / "config.yaml", config_yaml)
 
 
 def write_run(folder: Path, name: str, run: Mapping[str, Sequence[RetrievalResult]]) -> None:
@@ -72,7 +73,7 @@ def write_run(folder: Path, name: str, run: Mapping[str, Sequence[RetrievalResul
     for query_id, results in run.items():
         ordered = sorted(results, key=sort_key)
         lines += [f"{query_id} Q0 {r.doc_id} {rank} {r.score!r} {name}" for rank, r in enumerate(ordered, 1)]
-    io.write_text(folder / "runs" / f"{name}.trec", "\n".join(lines) + ("\n" if lines else ""))
+    files.write_text(folder / "runs" / f"{name}.trec", "\n".join(lines) + ("\n" if lines else ""))
 
 
 def marker_path(folder: Path, name: str) -> Path:
@@ -81,7 +82,7 @@ def marker_path(folder: Path, name: str) -> Path:
 
 def write_finished(folder: Path, result: RetrieverResult, key: ResumeKey, cost_seconds: float) -> None:
     """The marker that ``result`` is finished: written last, after its run file."""
-    io.write_json(
+    files.write_json(
         marker_path(folder, result.name),
         {
             "format": MARKER_FORMAT,
@@ -147,7 +148,7 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
 
 
 def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    buffer = text_io.StringIO()
+    buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
@@ -163,7 +164,7 @@ def write_per_query(
     for retriever, by_metric in values.items():
         for query_id in sorted(by_metric[metrics[0]]) if metrics else []:
             rows.append([retriever, query_id, *(float(by_metric[metric][query_id]) for metric in metrics)])
-    io.write_text(path, _csv_text(["retriever", "query_id", *metrics], rows))
+    files.write_text(path, _csv_text(["retriever", "query_id", *metrics], rows))
 
 
 def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str, Any]) -> None:
@@ -181,7 +182,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
             name: {"cutoff": cutoff, "run_top_k": top_k, "note": depth_note(top_k, deeper)}
             for name, cutoff in deeper.items()
         }
-    io.write_json(folder / "metrics.json", document)
+    files.write_json(folder / "metrics.json", document)
     ann_names = ann_quality.metric_names(summary.results)  # ann_recall@10 beside the metrics
     rows = [
         [
@@ -192,7 +193,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
         ]
         for result in summary.results
     ]
-    io.write_text(
+    files.write_text(
         folder / "metrics.csv",
         _csv_text(
             [
@@ -209,7 +210,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
         {result.name: result.per_query for result in summary.results},
         metric_names,
     )
-    io.write_json(
+    files.write_json(
         folder / "latency.json",
         {
             "retrievers": {result.name: result.latency for result in summary.results},
@@ -220,21 +221,21 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
         },
     )
     if summary.significance is not None:
-        io.write_text(folder / "significance.csv", _csv_text(CSV_COLUMNS, csv_rows(summary.significance)))
-    io.write_json(folder / "environment.json", environment)
-    io.write_text(folder / "report.md", report_markdown(summary, settings, environment))
-    io.write_text(folder / "report.html", report_html(summary, settings, environment))
+        files.write_text(folder / "significance.csv", _csv_text(CSV_COLUMNS, csv_rows(summary.significance)))
+    files.write_json(folder / "environment.json", environment)
+    files.write_text(folder / "report.md", report_markdown(summary, settings, environment))
+    files.write_text(folder / "report.html", report_html(summary, settings, environment))
 
 
 def write_gate_report(folder: Path, text: str, rows: Sequence[Sequence[str]]) -> None:
     """gate.txt (the printed verdict lines) and gate.csv (one row per verdict; cells already
     formatted by the gate)."""
-    io.write_text(folder / "gate.txt", text)
-    io.write_text(folder / "gate.csv", "\n".join(",".join(row) for row in rows) + "\n")
+    files.write_text(folder / "gate.txt", text)
+    files.write_text(folder / "gate.csv", "\n".join(",".join(row) for row in rows) + "\n")
 
 
 # --------------------------------------------------------------------------- benchmark folders
-# A benchmark folder (viking_eval/benchmark.py) holds one run folder per dataset (and variant),
+# A benchmark folder (viking_eval/benchmark/run.py) holds one run folder per dataset (and variant),
 # written by the runner as any run, and the table over them: benchmark.json (a stable contract,
 # below), benchmark.csv (one row per retriever, dataset and metric), benchmark.md, benchmark.html.
 
@@ -292,10 +293,10 @@ def benchmark_document(table: BenchmarkTable, environment: Mapping[str, Any]) ->
 
 def write_benchmark(folder: Path, table: BenchmarkTable, environment: Mapping[str, Any]) -> None:
     """benchmark.json, benchmark.csv, benchmark.md and benchmark.html of a finished benchmark."""
-    io.write_json(folder / BENCHMARK_FILE, benchmark_document(table, environment))
-    io.write_text(folder / "benchmark.csv", _csv_text(BENCHMARK_COLUMNS, benchmark_rows(table)))
-    io.write_text(folder / "benchmark.md", benchmark_markdown(table))
-    io.write_text(folder / "benchmark.html", benchmark_html(table, dict(environment)))
+    files.write_json(folder / BENCHMARK_FILE, benchmark_document(table, environment))
+    files.write_text(folder / "benchmark.csv", _csv_text(BENCHMARK_COLUMNS, benchmark_rows(table)))
+    files.write_text(folder / "benchmark.md", benchmark_markdown(table))
+    files.write_text(folder / "benchmark.html", benchmark_html(table, dict(environment)))
 
 
 def is_benchmark_folder(folder: Path) -> bool:
@@ -355,7 +356,7 @@ def load_config(folder: Path) -> DictConfig:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        document = io.read_json(path)
+        document = files.read_json(path)
     except OSError as error:
         raise RunFolderError(f"{path}: cannot be read: {error}") from None
     except ValueError as error:
@@ -459,7 +460,7 @@ def clear_sweep_tag(job_dir: Path) -> None:
 def write_sweep_tag(job_dir: Path, sweep: str, command: Mapping[str, Any], overrides: Sequence[str]) -> None:
     """``sweep_job.json``: the job finished as part of the sweep command whose identity is
     ``sweep`` (``command`` holds what the identity was computed from)."""
-    io.write_json(
+    files.write_json(
         job_dir / SWEEP_TAG, {"sweep": sweep, "command": dict(command), "overrides": list(overrides)}
     )
 

@@ -16,10 +16,11 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from scipy import stats
 
-from viking_eval import io, run_folder
+from viking_eval import files
 from viking_eval.config import load_settings
-from viking_eval.results import RunSummary
-from viking_eval.runner import run_experiment
+from viking_eval.results import run_folder
+from viking_eval.results.model import RunSummary
+from viking_eval.run.experiment import run_experiment
 
 log = logging.getLogger(__name__)
 
@@ -105,5 +106,5 @@ def write_best(
         "best_vs_default": _paired(best_final, default_final, retriever, metric),
     }
     path = sweep_dir / "best.yaml"
-    io.write_text(path, yaml.safe_dump(document, sort_keys=False))
+    files.write_text(path, yaml.safe_dump(document, sort_keys=False))
     return path

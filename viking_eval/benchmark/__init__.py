@@ -1,0 +1,1 @@
+"""Benchmarks over several datasets, their table and the leaderboard (``python -m viking_eval.benchmark.run.leaderboard``)."""

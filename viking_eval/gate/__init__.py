@@ -1,0 +1,1 @@
+"""The regression gate: baseline files, checks, verdicts (``python -m viking_eval.gate``)."""
