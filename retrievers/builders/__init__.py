@@ -36,7 +36,10 @@ from retrievers.builders.edges import build_edges
 from retrievers.builders.hierarchy import build_tree
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
 from retrievers.store import ContextStore, StoreConfig
-from retrievers.store.columns import DocumentColumns, RowIndex, RowSequence, save_npy
+from retrievers.store.columns import DocumentColumns
+from retrievers.store.ids import RowIndex
+from retrievers.store.npy_files import save_npy
+from retrievers.store.rows import RowSequence
 from retrievers.timeparse import DocumentTimes
 from retrievers.types import Document, Embedder
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from retrievers.params import Params, param
-from retrievers.store.edges import EdgeConfig
-from retrievers.store.tree import HierarchyConfig
+from retrievers.store.edge_config import EdgeConfig
+from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.timeparse import TimestampConfig
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class StoreConfig(Params):
     hierarchy: HierarchyConfig | None = param(None)
     #: document times parsed at build (retrievers/timeparse.py); None = none parsed
     timestamps: TimestampConfig | None = param(factory=TimestampConfig)
-    #: document edges (retrievers/store/edges.py); None = none
+    #: document edges (retrievers/store/edge_config.py); None = none
     edges: EdgeConfig | None = param(None)
     #: parent-child chunks; None = whole documents
     chunking: ChunkingConfig | None = param(None)

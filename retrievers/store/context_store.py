@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
-from retrievers.store.columns import DocumentColumns, IdColumn, RowIndex, decode_metadata, save_npy
+from retrievers.store.columns import DocumentColumns, decode_metadata
 from retrievers.store.config import StoreConfig
 from retrievers.store.edges import EdgeSet
+from retrievers.store.ids import IdColumn, RowIndex
+from retrievers.store.npy_files import save_npy
 from retrievers.store.tree import ContextTree
 from retrievers.timeparse import DocumentTimes
 from retrievers.types import Document
