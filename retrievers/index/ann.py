@@ -73,7 +73,7 @@ import json
 import logging
 import warnings
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -81,7 +81,9 @@ import numpy.typing as npt
 from retrievers.index.rescore import rescore
 from retrievers.index.vectors import ExactVectorIndex, Hits, check_queries
 from retrievers.ranking import check_mask, check_positive_int
-from retrievers.store.vector_index_config import VectorIndexConfig, check_vector_settings
+
+if TYPE_CHECKING:
+    from retrievers.store.vector_index_config import VectorIndexConfig
 
 __all__ = [
     "ANN_KINDS",
@@ -358,6 +360,10 @@ class FaissVectorIndex:
             index.hnsw.rng = faiss.RandomGenerator(config.seed)  # the levels of the nodes
             settings.update(hnsw_m=config.hnsw_m, ef_construction=config.ef_construction)
         else:
+            # imported here: importing retrievers.store (its package) at the top would import this
+            # module's own package, retrievers.index, half-way through
+            from retrievers.store.vector_index_config import check_vector_settings
+
             fit = check_vector_settings(config, n_rows, dim)
             nlist, n_train = fit["nlist"], fit["train_size"]
             quantizer = faiss.IndexFlatIP(dim)

@@ -3,7 +3,8 @@
 ``StoreConfig`` groups the BM25 settings, the vector index, optional chunking, the context tree,
 document times and edges. Changing any of it makes a different store (a different cache key); retrievers read a
 built store and never change it. The components' own settings live with their artifacts
-(:mod:`retrievers.store.tree`, :mod:`retrievers.store.edges`, :mod:`retrievers.timeparse`).
+(:mod:`retrievers.store.vector_index_config`, :mod:`retrievers.store.hierarchy_config`,
+:mod:`retrievers.store.edge_config`, :mod:`retrievers.timeparse.document_times`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from retrievers.params import Params, param
 from retrievers.store.edge_config import EdgeConfig
 from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.vector_index_config import VectorIndexConfig
-from retrievers.timeparse import TimestampConfig
+from retrievers.timeparse.document_times import TimestampConfig
 
 if TYPE_CHECKING:
     from retrievers.types import Document
@@ -85,9 +86,9 @@ class StoreConfig(Params):
     bm25: BM25Config = param(factory=BM25Config)
     #: the vector index searches go through (retrievers/index/ann.py); exact by default
     vector_index: VectorIndexConfig = param(factory=VectorIndexConfig)
-    #: context tree (retrievers/store/tree.py); None = no tree
+    #: context tree (retrievers/store/tree.py, settings: hierarchy_config.py); None = no tree
     hierarchy: HierarchyConfig | None = param(None)
-    #: document times parsed at build (retrievers/timeparse.py); None = none parsed
+    #: document times parsed at build (retrievers/timeparse/document_times.py); None = none parsed
     timestamps: TimestampConfig | None = param(factory=TimestampConfig)
     #: document edges (retrievers/store/edge_config.py); None = none
     edges: EdgeConfig | None = param(None)
