@@ -169,7 +169,7 @@ def build_ann(folder: Path, kind: str) -> dict[str, Any]:
     """One faiss index over the store's embeddings, with the store's default settings."""
     from retrievers import ContextStore
     from retrievers.index import ExactVectorIndex, FaissVectorIndex
-    from retrievers.store.config import VectorIndexConfig
+    from retrievers.store.vector_index_config import VectorIndexConfig
 
     store = ContextStore.load(folder)
     exact = ExactVectorIndex(store.embeddings)

@@ -33,7 +33,7 @@ from retrievers import (
 )
 from retrievers.builders import build_store
 from retrievers.builders.hierarchy import build_tree
-from retrievers.store.tree import HierarchyConfig
+from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.types import EncodeKind
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"

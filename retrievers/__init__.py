@@ -30,7 +30,7 @@ from retrievers.store import (
     HierarchyConfig,
     StoreConfig,
 )
-from retrievers.timeparse import TimestampConfig
+from retrievers.timeparse.document_times import TimestampConfig
 from retrievers.tuned import TunedFileError, build_tuned_store, load_tuned
 from retrievers.types import (
     ContextNode,

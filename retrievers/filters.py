@@ -8,7 +8,7 @@ must hold (AND):
 * ``metadata``: ``{key: value}`` — ``metadata[key]`` equals ``value`` (compared as strings, as
   the store's scoping does), or is any of the values when a list is given; every key must match;
 * ``time_range``: ``{start, end, field}`` — the time in ``metadata[field]`` (default
-  ``timestamp``; ISO 8601 or epoch seconds, parsed by :func:`retrievers.timeparse.parse_timestamp`)
+  ``timestamp``; ISO 8601 or epoch seconds, parsed by :func:`retrievers.timeparse.stamps.parse_timestamp`)
   lies in ``[start, end]`` (either bound may be null = open). Rows without a parseable time
   fail the condition.
 
@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.params import ParamError, Params, param
-from retrievers.timeparse import parse_timestamp
+from retrievers.timeparse.stamps import parse_timestamp
 
 if TYPE_CHECKING:
     from retrievers.store import ContextStore

@@ -21,9 +21,9 @@ from retrievers.baselines import BM25Retriever
 from retrievers.builders import build_store
 from retrievers.hybrid import HybridRetriever
 from retrievers.index import ExactVectorIndex, FaissVectorIndex, VectorIndexError
-from retrievers.index.ann import DEFAULT_REFINE_FACTOR, EXACT_FRACTION, default_nlist, default_pq_m
+from retrievers.index.ann import DEFAULT_REFINE_FACTOR, EXACT_FRACTION
 from retrievers.params import ParamError
-from retrievers.store.config import VectorIndexConfig
+from retrievers.store.vector_index_config import VectorIndexConfig, default_nlist, default_pq_m
 from viking_eval.run.cache import clear_memo
 
 N_ROWS, DIM = 2000, 32

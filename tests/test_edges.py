@@ -17,15 +17,15 @@ from conftest import ChatServer, unreachable_url
 from retrievers import ContextStore, Document, Edge, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
 from retrievers.builders.edges import build_edges
-from retrievers.store.edges import (
+from retrievers.store.edge_config import (
     EdgeConfig,
-    EdgeSet,
     LLMEdgeConfig,
     MentionEdgeConfig,
     ReferenceEdgeConfig,
     SequenceEdgeConfig,
     SimilarityEdgeConfig,
 )
+from retrievers.store.edges import EdgeSet
 
 
 def triples(edge_set: EdgeSet, doc_ids: list[str]) -> list[tuple[str, str, str, float]]:

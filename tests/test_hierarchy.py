@@ -13,7 +13,9 @@ import pytest
 from retrievers import ContextNode, ContextStore, Document, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
 from retrievers.builders.hierarchy import embed_directories, kmeans_nodes, spherical_kmeans
-from retrievers.store.tree import ContextTree, HierarchyConfig, TreeError, context_type_of
+from retrievers.store.hierarchy_config import HierarchyConfig
+from retrievers.store.tree import ContextTree
+from retrievers.store.tree_uris import TreeError, context_type_of
 from retrievers.types import EncodeKind
 
 

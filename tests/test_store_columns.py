@@ -16,13 +16,9 @@ import pytest
 from retrievers import ContextStore, Document, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
 from retrievers.store import STORE_FORMAT, ContextTree
-from retrievers.store.columns import (
-    DocumentColumns,
-    IdColumn,
-    RowIndex,
-    TextColumn,
-    TextColumnWriter,
-)
+from retrievers.store.columns import DocumentColumns
+from retrievers.store.ids import IdColumn, RowIndex
+from retrievers.store.text_column import TextColumn, TextColumnWriter
 from retrievers.types import ContextNode
 
 TEXTS = [

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from retrievers.index import ExactVectorIndex, FaissVectorIndex
-from retrievers.index.ann import VectorIndexError, check_vector_settings, vectors_fingerprint
+from retrievers.index.ann import VectorIndexError, vectors_fingerprint
 from retrievers.params import ParamError
-from retrievers.store.config import ChunkingConfig, StoreConfig, VectorIndexConfig
+from retrievers.store.config import ChunkingConfig, StoreConfig
+from retrievers.store.vector_index_config import VectorIndexConfig, check_vector_settings
 from retrievers.types import Document
 
 ROOT = Path(__file__).resolve().parents[1]

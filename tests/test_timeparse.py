@@ -12,17 +12,10 @@ import pytest
 
 from retrievers import ContextStore, Document, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
-from retrievers.timeparse import (
-    TIME_PATTERNS,
-    DocumentTimes,
-    TimeContext,
-    TimestampConfig,
-    extract_time_expressions,
-    in_ranges,
-    parse_timestamp,
-    parse_timezone,
-    resolve_all,
-)
+from retrievers.timeparse.document_times import DocumentTimes, TimestampConfig
+from retrievers.timeparse.expressions import TIME_PATTERNS, extract_time_expressions, resolve_all
+from retrievers.timeparse.ranges import TimeContext, in_ranges
+from retrievers.timeparse.stamps import parse_timestamp, parse_timezone
 
 
 def utc(*args: int) -> datetime:

@@ -3,7 +3,7 @@
 :func:`build_store` runs, in order: chunking (``chunking.py``, when ``store.chunking`` is set),
 document embedding (the embedder), the vector index (``retrievers/index/ann.py``, when
 ``store.vector_index`` is a faiss kind), the BM25 index (``retrievers/index/bm25.py``), the context tree
-(``hierarchy.py``), document times (``retrievers/timeparse.py``) and edges (``edges.py``, after the
+(``hierarchy.py``), document times (``retrievers/timeparse/document_times.py``) and edges (``edges.py``, after the
 embeddings: ``similar_to`` edges use them). The result is a :class:`~retrievers.store.ContextStore`
 to save; loading one never imports this package. With ``show_progress`` each phase is a labelled
 line on stderr (``store: tree (5,183 docs) [00:42]``; the BM25 index has a bar of its own, the
@@ -36,8 +36,11 @@ from retrievers.builders.edges import build_edges
 from retrievers.builders.hierarchy import build_tree
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
 from retrievers.store import ContextStore, StoreConfig
-from retrievers.store.columns import DocumentColumns, RowIndex, RowSequence, save_npy
-from retrievers.timeparse import DocumentTimes
+from retrievers.store.columns import DocumentColumns
+from retrievers.store.ids import RowIndex
+from retrievers.store.npy_files import save_npy
+from retrievers.store.rows import RowSequence
+from retrievers.timeparse.document_times import DocumentTimes
 from retrievers.types import Document, Embedder
 
 __all__ = ["ENCODE_ROWS", "FullTexts", "build_store"]

@@ -1,6 +1,6 @@
 """Edge builders: run once at store build, merged into one :class:`~retrievers.store.edges.EdgeSet`.
 
-Any combination, from :class:`~retrievers.store.edges.EdgeConfig`:
+Any combination, from :class:`~retrievers.store.edge_config.EdgeConfig`:
 
 - ``similar_to``: each document's ``k`` nearest neighbours by cosine of the store embeddings,
   kept when the cosine is >= ``min_sim`` (weight = cosine); ``same_keys`` limits neighbours to
@@ -35,18 +35,16 @@ import numpy.typing as npt
 from retrievers.llm import ChatClient, LLMError, parse_json_content
 from retrievers.params import is_int, is_number
 from retrievers.ranking import top_k_rows
-from retrievers.store.edges import (
+from retrievers.store.edge_config import (
     LLM_RELATIONS,
-    MAX_EXAMPLES,
     EdgeConfig,
-    EdgeReport,
-    EdgeSet,
     LLMEdgeConfig,
     MentionEdgeConfig,
     ReferenceEdgeConfig,
     SequenceEdgeConfig,
     SimilarityEdgeConfig,
 )
+from retrievers.store.edges import MAX_EXAMPLES, EdgeReport, EdgeSet
 from retrievers.text import tokenize
 from retrievers.types import Document, Edge
 

@@ -1,6 +1,6 @@
 """Building context trees: recursive k-means or metadata paths, extractive abstracts, directory vectors.
 
-Builders (chosen by :attr:`retrievers.store.tree.HierarchyConfig.builder`):
+Builders (chosen by :attr:`retrievers.store.hierarchy_config.HierarchyConfig.builder`):
 
 * ``kmeans``: recursive spherical k-means over the document embeddings (flat corpora such as
   SciFact). A set of at most ``max_leaf_size`` documents becomes one directory of leaves; a larger
@@ -29,7 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.params import is_int
-from retrievers.store.tree import ContextTree, HierarchyConfig, TreeError, uri_segment
+from retrievers.store.hierarchy_config import HierarchyConfig
+from retrievers.store.tree import ContextTree
+from retrievers.store.tree_uris import TreeError, uri_segment
 from retrievers.text import LABEL_PATTERN, fit_tfidf
 from retrievers.types import ContextNode, Document, Embedder
 

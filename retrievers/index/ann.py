@@ -57,8 +57,10 @@ fingerprint of the matrix, :func:`vectors_fingerprint`) is refused with one line
 rebuild. A file saved before the fingerprint existed is checked by row count, dimension and kind.
 
 Settings that cannot fit the vectors (more IVF lists than rows, ``pq_m`` not dividing the
-dimension, fewer training rows than ``2^pq_bits``) are refused by :func:`check_vector_settings`
-with the key to change; the harness calls it before it embeds anything.
+dimension, fewer training rows than ``2^pq_bits``) are refused by
+:func:`~retrievers.store.vector_index_config.check_vector_settings` with the key to change; the
+harness calls it before it embeds anything. Candidates are scored by
+:func:`~retrievers.index.rescore.rescore`.
 
 faiss is imported when an index is built or loaded, never by ``import retrievers``.
 """
@@ -69,20 +71,19 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.index.rescore import rescore
 from retrievers.index.vectors import ExactVectorIndex, Hits, check_queries
 from retrievers.ranking import check_mask, check_positive_int
 
 if TYPE_CHECKING:
-    from retrievers.store.config import VectorIndexConfig
+    from retrievers.store.vector_index_config import VectorIndexConfig
 
 __all__ = [
     "ANN_KINDS",
@@ -93,7 +94,6 @@ __all__ = [
     "KNOB_KINDS",
     "FaissVectorIndex",
     "VectorIndexError",
-    "check_vector_settings",
     "code_default_knobs",
 ]
 
@@ -111,8 +111,6 @@ DEFAULT_NPROBE = 16
 DEFAULT_REFINE_FACTOR = 10
 #: a masked search allowed fewer than this fraction of the rows scores them all exactly
 EXACT_FRACTION = 0.02
-#: candidate rows rescored at once (bounds the products in memory: 32768 x 384 x 4 B = 50 MB)
-_RESCORE_ROWS = 32768
 #: rows added to faiss per call while building (bounded memory over a memory-mapped matrix)
 _ADD_ROWS = 65536
 #: rows of the embeddings an index file's fingerprint reads (:func:`vectors_fingerprint`)
@@ -159,18 +157,6 @@ def code_default_knobs(kind: str) -> dict[str, int]:
     return {"refine_factor": DEFAULT_REFINE_FACTOR} if kind == "ivf_pq" else {}
 
 
-def default_nlist(n_rows: int) -> int:
-    """IVF lists when ``nlist`` is null: ``4 sqrt(n)`` (faiss's guideline is 4-16 sqrt(n)), at
-    most ``n / 39`` so that k-means sees the 39 points per centroid faiss asks for."""
-    return max(1, min(round(4 * math.sqrt(n_rows)), n_rows // 39))
-
-
-def default_pq_m(dim: int) -> int:
-    """IVF-PQ sub-quantizers when ``pq_m`` is null: the largest divisor of ``dim`` that is at most
-    ``dim / 8`` (8 dimensions per byte code: 48 for 384-d vectors), at least 1."""
-    return max([m for m in range(1, max(1, dim // 8) + 1) if dim % m == 0])
-
-
 def vectors_fingerprint(vectors: npt.ArrayLike) -> str:
     """What an index file must have been built over: sha256 of the matrix's shape and of up to
     :data:`_FINGERPRINT_ROWS` rows spread evenly over it (the first and last included), so a
@@ -184,66 +170,6 @@ def vectors_fingerprint(vectors: npt.ArrayLike) -> str:
     digest = hashlib.sha256(f"{matrix.shape}".encode())
     digest.update(np.ascontiguousarray(matrix[picked], dtype=np.float32).tobytes())
     return digest.hexdigest()
-
-
-def _train_rows(n_rows: int, nlist: int, config: VectorIndexConfig) -> int:
-    if config.train_size is not None:
-        return min(n_rows, config.train_size)
-    centroids = max(nlist, 2**config.pq_bits if config.kind == "ivf_pq" else 0)
-    return min(n_rows, 64 * centroids)
-
-
-def check_vector_settings(config: VectorIndexConfig, n_rows: int, dim: int) -> dict[str, int]:
-    """The IVF settings ``config`` resolves to over ``n_rows`` vectors of width ``dim``
-    (``nlist``, ``train_size``, and ``pq_m`` for IVF-PQ; empty for the other kinds), or a
-    ParamError naming the ``store.vector_index`` key that cannot fit them and what would: more
-    lists than rows, ``pq_m`` not dividing the dimension, fewer training rows than the k-means
-    of the coarse lists or of a PQ sub-quantizer (``2^pq_bits`` centroids) needs. The harness
-    calls it before anything is embedded or built (``VectorIndexConfig.check_against``)."""
-    if config.kind not in ("ivf_flat", "ivf_pq"):
-        return {}
-    if n_rows < 1 or dim < 1:
-        raise config.fail("kind", f"{config.kind} needs vectors to index, got {n_rows} rows of width {dim}")
-    nlist = config.nlist if config.nlist is not None else default_nlist(n_rows)
-    if nlist > n_rows:
-        raise config.fail(
-            "nlist",
-            f"{nlist} exceeds the {n_rows} rows to index (documents, or chunks with store.chunking): "
-            f"give at most {n_rows}, or null (= {default_nlist(n_rows)} lists for {n_rows} rows)",
-        )
-    resolved = {"nlist": nlist}
-    if config.kind == "ivf_pq":
-        pq_m = config.pq_m if config.pq_m is not None else default_pq_m(dim)
-        if dim % pq_m:
-            divisors = [m for m in range(1, dim + 1) if dim % m == 0]
-            shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
-            raise config.fail(
-                "pq_m",
-                f"{pq_m} must divide the embedding dimension {dim}: one of {shown}, or null "
-                f"(= {default_pq_m(dim)})",
-            )
-        resolved["pq_m"] = pq_m
-    n_train = _train_rows(n_rows, nlist, config)
-    resolved["train_size"] = n_train
-    codes = 2**config.pq_bits if config.kind == "ivf_pq" else 0
-    if n_train < max(nlist, codes):
-        limited = config.train_size is not None and config.train_size < n_rows
-        limit = f", train_size {config.train_size}" if limited else ""
-        if codes > nlist:
-            fits = n_train.bit_length() - 1  # the largest b with 2^b <= n_train
-            raise config.fail(
-                "pq_bits",
-                f"{config.pq_bits} means {codes} centroids per PQ sub-quantizer: ivf_pq needs at least "
-                f"{codes} training rows, got {n_train} ({n_rows} rows{limit}): give pq_bits at most "
-                f"{fits}, or use kind ivf_flat or hnsw",
-            )
-        raise config.fail(
-            "train_size" if limited else "nlist",
-            f"{config.train_size if limited else nlist}: {config.kind} with nlist {nlist} needs at "
-            f"least {nlist} training rows, got {n_train} ({n_rows} rows{limit}): raise train_size or "
-            "lower nlist",
-        )
-    return resolved
 
 
 class FaissVectorIndex:
@@ -434,6 +360,10 @@ class FaissVectorIndex:
             index.hnsw.rng = faiss.RandomGenerator(config.seed)  # the levels of the nodes
             settings.update(hnsw_m=config.hnsw_m, ef_construction=config.ef_construction)
         else:
+            # imported here: importing retrievers.store (its package) at the top would import this
+            # module's own package, retrievers.index, half-way through
+            from retrievers.store.vector_index_config import check_vector_settings
+
             fit = check_vector_settings(config, n_rows, dim)
             nlist, n_train = fit["nlist"], fit["train_size"]
             quantizer = faiss.IndexFlatIP(dim)
@@ -536,56 +466,3 @@ class FaissVectorIndex:
         loaded = cls(index, kind, exact, settings=settings)
         loaded.mmapped = bool(flags)
         return loaded
-
-
-def rescore(
-    vectors: Float32Array, queries: Float32Array, candidates: Sequence[IndexArray], length: int
-) -> Hits:
-    """Each query's candidate rows scored as :class:`ExactVectorIndex` scores them (float32
-    products, numpy's pairwise sum per row: batch-invariant), then its top ``length`` by
-    (score desc, row asc). Queries are taken in blocks of at most :data:`_RESCORE_ROWS`
-    candidate rows (one query's rows at least), which bounds the products held at once."""
-    results: Hits = []
-    first = 0
-    while first < len(candidates):
-        last, total = first + 1, candidates[first].size
-        while last < len(candidates) and total + candidates[last].size <= _RESCORE_ROWS:
-            total += candidates[last].size
-            last += 1
-        results += _rescore_block(vectors, queries[first:last], candidates[first:last], length)
-        first = last
-    return results
-
-
-def _rescore_block(
-    vectors: Float32Array, queries: Float32Array, candidates: Sequence[IndexArray], length: int
-) -> Hits:
-    if len(candidates) == 1:  # one query (the latency path): no owners to track
-        rows = candidates[0]
-        products = np.asarray(vectors[rows], dtype=np.float32)
-        products *= queries[0]
-        scores = products.sum(axis=1)
-        picked = np.lexsort((rows, -scores))[:length]
-        return [_checked(scores[picked], rows[picked])]
-    counts = np.fromiter((rows.size for rows in candidates), dtype=np.int64, count=len(candidates))
-    rows = np.concatenate(candidates)
-    owner = np.repeat(np.arange(len(candidates), dtype=np.int64), counts)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    products = np.asarray(vectors[rows], dtype=np.float32)  # a copy (fancy indexing), multiplied in place
-    for i, (start, count) in enumerate(zip(starts.tolist(), counts.tolist(), strict=True)):
-        products[start : start + count] *= queries[i]  # elementwise: the same products as the exact index
-    scores = products.sum(axis=1)  # pairwise per row: the same value in any batch
-    order = np.lexsort((rows, -scores, owner))
-    results: Hits = []
-    for i in range(len(candidates)):
-        picked = order[starts[i] : starts[i] + min(int(counts[i]), length)]
-        results.append(_checked(scores[picked], rows[picked]))
-    return results
-
-
-def _checked(scores: Float32Array, rows: IndexArray) -> tuple[Float32Array, IndexArray]:
-    if not np.isfinite(scores).all():
-        raise ValueError(
-            "a similarity score overflowed to a non-finite value; rows and queries should be L2-normalised"
-        )
-    return scores, rows

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from retrievers.multi_strategy.identifiers import find_identifiers, identifier_parts, split_identifier
 from retrievers.params import ParamError, Params, param
 from retrievers.text import words
-from retrievers.timeparse import TimeExpression, extract_time_expressions
+from retrievers.timeparse.expressions import TimeExpression, extract_time_expressions
 
 __all__ = [
     "ANALYZED_INTENTS",

@@ -17,7 +17,7 @@ from retrievers.fusion import ContextParams
 from retrievers.kernel import RetrieverParams
 from retrievers.multi_strategy.analysis import REQUIRED_INTENTS, AnalyzerParams, Intent
 from retrievers.params import is_number, param
-from retrievers.timeparse import parse_timestamp
+from retrievers.timeparse.stamps import parse_timestamp
 
 __all__ = [
     "DEFAULT_EVIDENCE_WEIGHTS",

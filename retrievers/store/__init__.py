@@ -2,16 +2,19 @@
 
 * ``context_store.py`` — :class:`ContextStore`: documents, embeddings, BM25, views (scopes).
 * ``config.py`` — :class:`StoreConfig`, :class:`BM25Config`, :class:`ChunkingConfig`.
-* ``tree.py`` — :class:`~retrievers.store.tree.ContextTree` and its :class:`HierarchyConfig`.
-* ``edges.py`` — :class:`~retrievers.store.edges.EdgeSet` and its :class:`EdgeConfig`.
+* ``tree.py`` — :class:`~retrievers.store.tree.ContextTree`; ``hierarchy_config.py`` — its
+  :class:`HierarchyConfig`; ``tree_uris.py``, ``tree_nodes.py`` — its URIs and node columns.
+* ``edges.py`` — :class:`~retrievers.store.edges.EdgeSet`; ``edge_config.py`` — its :class:`EdgeConfig`.
 
 Building lives in :mod:`retrievers.builders`; loading a store imports none of it.
 """
 
 from retrievers.store.config import BM25Config, ChunkingConfig, StoreConfig
 from retrievers.store.context_store import STORE_FORMAT, ContextStore
-from retrievers.store.edges import EdgeConfig, EdgeSet
-from retrievers.store.tree import ContextTree, HierarchyConfig
+from retrievers.store.edge_config import EdgeConfig
+from retrievers.store.edges import EdgeSet
+from retrievers.store.hierarchy_config import HierarchyConfig
+from retrievers.store.tree import ContextTree
 
 __all__ = [
     "STORE_FORMAT",

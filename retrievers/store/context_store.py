@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
-from retrievers.store.columns import DocumentColumns, IdColumn, RowIndex, decode_metadata, save_npy
+from retrievers.store.columns import DocumentColumns, decode_metadata
 from retrievers.store.config import StoreConfig
 from retrievers.store.edges import EdgeSet
+from retrievers.store.ids import IdColumn, RowIndex
+from retrievers.store.npy_files import save_npy
 from retrievers.store.tree import ContextTree
-from retrievers.timeparse import DocumentTimes
+from retrievers.timeparse.document_times import DocumentTimes
 from retrievers.types import Document
 
 __all__ = ["STORE_FORMAT", "ContextStore"]
@@ -109,7 +111,7 @@ class ContextStore:
         self.allowed: np.ndarray | None = None
         #: the context tree (hierarchy.py), None when ``config.hierarchy`` is None
         self.tree: ContextTree | None = tree
-        #: epoch seconds per row and the parse report (timeparse.py); None when ``config.timestamps`` is None
+        #: epoch seconds per row and the parse report (timeparse/document_times.py); None when ``config.timestamps`` is None
         self.timestamps: DocumentTimes | None = timestamps
         #: typed, weighted document edges in CSR form (edges.py); None when ``config.edges`` is None
         self.edges: EdgeSet | None = edges

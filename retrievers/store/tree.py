@@ -1,10 +1,11 @@
-"""The context tree artifact: OpenViking's virtual filesystem of context, and its settings.
+"""The context tree artifact: OpenViking's virtual filesystem of context.
 
 A :class:`ContextTree` holds directories and leaves as :class:`~retrievers.types.ContextNode`
 values. Leaves (level 2) are documents of the store; directories (level 0 or 1; the builders emit
 0, and the retriever treats both alike) carry an L0 ``abstract`` and optionally an L1 overview in
-``content``. Every URI lies under one of OpenViking's roots (:data:`CONTEXT_ROOTS`), which also
-gives the node's context type (memory, resource, skill), and a child's URI extends its parent's.
+``content``. Every URI lies under one of OpenViking's roots (:data:`~retrievers.store.tree_uris.CONTEXT_ROOTS`),
+which also gives the node's context type (memory, resource, skill), and a child's URI extends its
+parent's.
 
 Storage. Nodes are columns (:mod:`retrievers.store.columns`): URIs, abstracts, overviews, doc
 ids and metadata as UTF-8 blobs with offsets, levels and the structure (parents, children,
@@ -19,153 +20,39 @@ Vectors. Leaves are scored with the store's document embeddings; directories hav
 of the directory's leaf vectors) and, when the directory has an overview, a level-1 record (the
 overview embedded). Records are one float32 matrix, saved as ``.npy`` and memory-mapped on load.
 
-:class:`HierarchyConfig` says how a tree is built (``store.hierarchy``); the builders live in
-:mod:`retrievers.builders.hierarchy`. This module holds only what loading and searching need.
+:class:`~retrievers.store.hierarchy_config.HierarchyConfig` says how a tree is built
+(``store.hierarchy``); the builders live in :mod:`retrievers.builders.hierarchy`. This module holds
+only what loading and searching need; the views over the node columns are in
+:mod:`retrievers.store.tree_nodes`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.params import Params, param
-from retrievers.store.columns import (
-    RowIndex,
-    RowSequence,
-    TextColumn,
-    decode_metadata,
-    encode_metadata,
-    save_npy,
-)
+from retrievers.store.columns import encode_metadata
+from retrievers.store.ids import RowIndex
+from retrievers.store.npy_files import save_npy
+from retrievers.store.text_column import TextColumn
+from retrievers.store.tree_nodes import CodeNames, DocIds, NodeColumns, UriIndex
+from retrievers.store.tree_uris import CONTEXT_TYPES, TreeError, context_type_of
 from retrievers.types import ContextNode
 
-__all__ = [
-    "CONTEXT_ROOTS",
-    "CONTEXT_TYPES",
-    "ContextTree",
-    "HierarchyConfig",
-    "TreeError",
-    "context_type_of",
-    "uri_segment",
-]
+__all__ = ["ContextTree"]
 
 FloatMatrix = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
-
-#: OpenViking's roots and the context type of everything below them.
-CONTEXT_ROOTS: dict[str, str] = {
-    "viking://resources": "resource",
-    "viking://user/memories": "memory",
-    "viking://agent/memories": "memory",
-    "viking://agent/skills": "skill",
-}
-CONTEXT_TYPES: tuple[str, ...] = ("memory", "resource", "skill")
 
 _FORMAT = "viking_eval.retrievers.ContextTree"
 _FORMAT_VERSION = 2  # 2: columns (1: nodes.jsonl)
 _TEXT_FIELDS = ("uri", "abstract", "content", "doc_id", "metadata")
 _ARRAYS = ("level", "parents", "child_ptr", "child_index", "depth", "context_type")
-# Characters kept unescaped in a URI path segment (RFC 3986 pchar minus "/").
-_SAFE_SEGMENT = "-_.~:@!$&'()*+,;="
-
-
-class TreeError(ValueError):
-    """A context tree (or its settings) that cannot be used; the message names the node or key."""
-
-
-def context_type_of(uri: str) -> str:
-    """``memory``, ``resource`` or ``skill``: the type of the OpenViking root ``uri`` lies under."""
-    for root, kind in CONTEXT_ROOTS.items():
-        if uri == root or uri.startswith(root + "/"):
-            return kind
-    raise TreeError(f"URI {uri!r} is not under an OpenViking root; allowed roots: {sorted(CONTEXT_ROOTS)}")
-
-
-def uri_segment(value: object) -> str:
-    """``value`` as one percent-escaped URI path segment (never empty)."""
-    text = str(value)
-    if not text:
-        raise TreeError("a URI path segment cannot be empty")
-    return quote(text, safe=_SAFE_SEGMENT)
-
-
-@dataclass(frozen=True)
-class HierarchyConfig(Params):
-    """How the store's context tree is built (``store.hierarchy``; None = no tree).
-
-    Common: ``builder`` (``kmeans`` | ``metadata_path``), ``root_uri`` (under an OpenViking root),
-    ``directory_vector`` (``abstract``: embed the L0 text; ``centroid``: the normalised mean of
-    the directory's leaf vectors), ``overview`` (also embed an L1 overview record), and the size
-    of extractive texts: ``abstract_snippets``/``abstract_terms`` (L0) and
-    ``overview_snippets``/``overview_terms`` (L1), ``snippet_chars`` (opening characters of a
-    document used when it has no title).
-
-    kmeans: ``branching_factor``, ``max_leaf_size``, ``seed``, ``kmeans_iterations``.
-
-    metadata_path: ``path_keys`` (document metadata keys, outermost first; at least one),
-    ``summaries_file`` (JSON lines in the dataset folder; a record holding every path key up to
-    depth d describes the directory at depth d), ``abstract_template``/``overview_template``
-    (``str.format`` templates over a summary record's fields).
-    """
-
-    SECTION = "store.hierarchy"
-
-    builder: Literal["kmeans", "metadata_path"] = param("kmeans")
-    root_uri: str = param("viking://resources", doc="an OpenViking root, without a trailing '/'")
-    directory_vector: Literal["abstract", "centroid"] = param("abstract")
-    overview: bool = param(True)
-    abstract_snippets: int = param(3, low=0, high=100)
-    abstract_terms: int = param(8, low=0, high=200)
-    overview_snippets: int = param(10, low=0, high=1000)
-    overview_terms: int = param(24, low=0, high=1000)
-    snippet_chars: int = param(120, low=1, high=100_000)
-    branching_factor: int = param(8, low=2, high=256)
-    max_leaf_size: int = param(32, low=1, high=1_000_000)
-    seed: int = param(0, low=0, high=2**32 - 1)
-    kmeans_iterations: int = param(25, low=1, high=1000)
-    path_keys: tuple[str, ...] = param((), non_empty=False, unique=True)
-    summaries_file: str | None = param(None, non_empty=True)
-    abstract_template: str | None = param(None, non_empty=True)
-    overview_template: str | None = param(None, non_empty=True)
-
-    def check(self) -> None:
-        try:
-            context_type_of(self.root_uri)
-        except TreeError as error:
-            raise self.fail("root_uri", f"must lie under an OpenViking root: {error}") from None
-        if self.root_uri.endswith("/"):
-            raise self.fail("root_uri", f"must not end with '/', got {self.root_uri!r}")
-        if self.abstract_snippets + self.abstract_terms == 0:
-            raise self.fail("abstract_snippets", "and abstract_terms cannot both be 0 (empty abstracts)")
-        if any(not key for key in self.path_keys):
-            raise self.fail("path_keys", f"must be non-empty strings, got {list(self.path_keys)}")
-        if self.builder == "metadata_path" and not self.path_keys:
-            raise self.fail("path_keys", "must name at least one metadata key for builder metadata_path")
-        if self.builder == "kmeans" and (self.path_keys or self.summaries_file):
-            raise self.fail("path_keys", "and summaries_file are for builder metadata_path, not kmeans")
-        if self.summaries_file is not None and Path(self.summaries_file).is_absolute():
-            raise self.fail(
-                "summaries_file", f"must be relative to the dataset folder, got {self.summaries_file!r}"
-            )
-        if (self.abstract_template or self.overview_template) and self.summaries_file is None:
-            raise self.fail("abstract_template", "and overview_template need store.hierarchy.summaries_file")
-
-    def input_files(self, source_folder: Path | None) -> list[Path]:
-        """Files besides the corpus that a build reads (their content belongs in cache keys)."""
-        if self.summaries_file is None:
-            return []
-        if source_folder is None:
-            raise TreeError(
-                f"hierarchy.summaries_file={self.summaries_file!r} needs the dataset folder, but none was given"
-            )
-        return [Path(source_folder) / self.summaries_file]
 
 
 class ContextTree:
@@ -310,9 +197,9 @@ class ContextTree:
         #: URI -> node index (a binary search over ``uris``)
         self.index_of: UriIndex = UriIndex(self.uris)
         #: doc id of every node (None for directories)
-        self.doc_ids: Sequence[str | None] = _DocIds(self._texts["doc_id"], self.is_leaf)
+        self.doc_ids: Sequence[str | None] = DocIds(self._texts["doc_id"], self.is_leaf)
         #: ``memory`` / ``resource`` / ``skill`` of every node
-        self.context_types: Sequence[str] = _Codes(arrays["context_type"], CONTEXT_TYPES)
+        self.context_types: Sequence[str] = CodeNames(arrays["context_type"], CONTEXT_TYPES)
         self._context_codes = arrays["context_type"]
         self.info: dict[str, Any] = dict(info or {})
         self._leaf_rows: tuple[Mapping[str, int], IntArray] | None = None
@@ -498,126 +385,6 @@ class ContextTree:
                 )
             tree._leaf_rows = (row_of, rows)
         return tree
-
-
-class NodeColumns(RowSequence[ContextNode]):
-    """The nodes of a tree as columns: ``nodes[i]`` builds node ``i`` (metadata parsed then)."""
-
-    _what = "node"
-
-    def __init__(self, texts: Mapping[str, TextColumn], level: npt.NDArray[Any], parents: IntArray) -> None:
-        self._texts = texts
-        self._level = level
-        self._parents = parents
-
-    def __len__(self) -> int:
-        return int(self._level.shape[0])
-
-    def _row(self, i: int) -> ContextNode:
-        texts = self._texts
-        parent = int(self._parents[i])
-        level = int(self._level[i])
-        return ContextNode(
-            uri=texts["uri"][i],
-            level=level,
-            parent_uri=None if parent < 0 else texts["uri"][parent],
-            abstract=texts["abstract"][i],
-            content=texts["content"][i],
-            doc_id=texts["doc_id"][i] if level == 2 else None,
-            metadata=decode_metadata(texts["metadata"][i]),
-        )
-
-    def __iter__(self) -> Iterator[ContextNode]:
-        for i in range(len(self)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"NodeColumns({len(self)} nodes)"
-
-
-class UriIndex(Mapping[str, int]):
-    """URI -> node index: a binary search over the sorted URI column (UTF-8 byte order is
-    code point order, the order nodes are sorted in)."""
-
-    def __init__(self, uris: TextColumn) -> None:
-        self._uris = uris
-
-    def _find(self, key: object) -> int:
-        if not isinstance(key, str):
-            return -1
-        data = key.encode("utf-8")
-        lo, hi = 0, len(self._uris)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._uris.raw(mid) < data:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo < len(self._uris) and self._uris.raw(lo) == data else -1
-
-    def __getitem__(self, key: str) -> int:
-        index = self._find(key)
-        if index < 0:
-            raise KeyError(key)
-        return index
-
-    def __contains__(self, key: object) -> bool:
-        return self._find(key) >= 0
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._uris)
-
-    def __len__(self) -> int:
-        return len(self._uris)
-
-
-class _DocIds(Sequence[str | None]):
-    def __init__(self, column: TextColumn, is_leaf: npt.NDArray[np.bool_]) -> None:
-        self._column = column
-        self._is_leaf = is_leaf
-
-    def __len__(self) -> int:
-        return len(self._column)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return self._column[index] if self._is_leaf[index] else None
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class _Codes(Sequence[str]):
-    def __init__(self, codes: npt.NDArray[Any], names: Sequence[str]) -> None:
-        self._codes = codes
-        self._names = tuple(names)
-
-    def __len__(self) -> int:
-        return int(self._codes.shape[0])
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self._names[code] for code in np.asarray(self._codes[index]).tolist()]
-        return self._names[int(self._codes[index])]
-
-    def __iter__(self) -> Iterator[str]:
-        names = self._names
-        return iter([names[code] for code in np.asarray(self._codes).tolist()])
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def _check_acyclic(parents: IntArray, uris: Sequence[str]) -> None:

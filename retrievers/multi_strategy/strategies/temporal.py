@@ -39,7 +39,9 @@ from retrievers.multi_strategy.analysis import QueryAnalysis
 from retrievers.multi_strategy.strategies.base import Hits, QueryContext
 from retrievers.ranking import order_rows, top_k_1d
 from retrievers.store import ContextStore
-from retrievers.timeparse import TimeContext, in_ranges, parse_timezone, resolve_all
+from retrievers.timeparse.expressions import resolve_all
+from retrievers.timeparse.ranges import TimeContext, in_ranges
+from retrievers.timeparse.stamps import parse_timezone
 
 __all__ = ["TemporalStrategy"]
 

@@ -1,0 +1,70 @@
+"""Writing ``.npy`` files so that readers which memory-map them never see a half-written file.
+
+* :func:`save_npy` — ``np.save`` into a temporary file renamed over the target.
+* :class:`NpyAppender` — a 1-D ``.npy`` file written front to back as the values come (the
+  header is rewritten with the final length at the end), renamed over the target when done.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["NpyAppender", "save_npy"]
+
+
+def save_npy(path: Path, array: npt.ArrayLike) -> None:
+    """``np.save`` into a temporary file renamed over ``path``: a process that memory-maps the
+    old file keeps reading it (overwriting a mapped file in place kills its readers with
+    SIGBUS)."""
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as handle:
+        np.save(handle, np.asarray(array), allow_pickle=False)
+    os.replace(temporary, path)
+
+
+class NpyAppender:
+    """A 1-D ``.npy`` file written front to back: a header for a huge placeholder length first,
+    rewritten with the real length (same size: numpy pads headers to 128 bytes) when done."""
+
+    def __init__(self, path: Path, dtype: np.dtype[Any]) -> None:
+        self.path = path
+        self.dtype = dtype
+        self.count = 0
+        # written beside, renamed over ``path`` when done (see save_npy)
+        self._temporary = path.with_name(path.name + ".tmp")
+        self._handle: BinaryIO = open(self._temporary, "wb")  # noqa: SIM115 (closed in close())
+        self._header_size = self._write_header(2**62)
+
+    def _write_header(self, count: int) -> int:
+        start = self._handle.tell()
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": (count,),
+        }
+        np.lib.format.write_array_header_1_0(self._handle, header)
+        return self._handle.tell() - start
+
+    def write_bytes(self, data: bytes) -> None:
+        self._handle.write(data)
+        self.count += len(data) // self.dtype.itemsize
+
+    def write_array(self, array: npt.NDArray[Any]) -> None:
+        self._handle.write(np.ascontiguousarray(array, dtype=self.dtype).tobytes())
+        self.count += int(array.size)
+
+    def close(self, *, finish: bool = True) -> None:
+        if finish:
+            self._handle.seek(0)
+            if self._write_header(self.count) != self._header_size:  # never: numpy pads to 128 bytes
+                raise RuntimeError(f"{self.path}: the .npy header changed size; cannot finish the file")
+        self._handle.close()
+        if finish:
+            os.replace(self._temporary, self.path)
+        else:
+            os.unlink(self._temporary)
