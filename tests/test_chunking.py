@@ -4,6 +4,7 @@ a full-depth oracle (including a tie at the top-k boundary that a shallow read g
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -171,3 +172,18 @@ def test_flat_retrievers_rank_documents_by_their_best_chunk(adi_chunked) -> None
     assert store.parent_ids[store.parent_of[store.row_of[result.provenance["chunk_id"]]]] == result.doc_id
     assert bm25.retrieve_batch(queries, 10) == [bm25.retrieve(query, 10) for query in queries]
     assert dense.retrieve_batch(queries, 10) == [dense.retrieve(query, 10) for query in queries]
+
+
+def test_a_stores_row_count_is_the_number_of_chunks_the_builder_makes() -> None:
+    """StoreConfig.n_rows (the vector index pre-flight counts rows without building) and
+    chunk_documents share one window definition (ChunkingConfig.windows): equal counts for every
+    size/overlap on texts of 0 to 30 tokens."""
+    rng = random.Random(0)
+    docs = [
+        Document(id=str(i), text="  ".join("w" * rng.randint(1, 3) for _ in range(rng.randint(0, 30))))
+        for i in range(40)
+    ]
+    for size in (1, 2, 3, 5, 8, 31):
+        for overlap in range(size):
+            config = ChunkingConfig(size=size, overlap=overlap)
+            assert StoreConfig(chunking=config).n_rows(docs) == len(chunk_documents(docs, config))

@@ -17,33 +17,22 @@ Query time resolves matched chunks back to their documents (:mod:`retrievers.par
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from retrievers.store.config import CHUNK_ID_SEPARATOR, ChunkingConfig
+from retrievers.store.config import CHUNK_ID_SEPARATOR, TOKEN_RE, ChunkingConfig
 from retrievers.types import Document
 
 __all__ = ["chunk_documents", "chunk_text"]
-
-_TOKEN_RE = re.compile(r"\S+")
 
 
 def chunk_text(text: str, config: ChunkingConfig) -> list[str]:
     """``text`` cut into windows of ``config.size`` whitespace tokens sharing ``config.overlap``;
     each window is the original text from its first token's start to its last token's end. The
     last window ends at the last token (it may be shorter); an empty text gives ``[""]``."""
-    spans = [match.span() for match in _TOKEN_RE.finditer(text)]
+    spans = [match.span() for match in TOKEN_RE.finditer(text)]
     if not spans:
         return [""]
-    stride = config.size - config.overlap
-    windows: list[str] = []
-    start = 0
-    while True:
-        end = min(start + config.size, len(spans))
-        windows.append(text[spans[start][0] : spans[end - 1][1]])
-        if end == len(spans):
-            return windows
-        start += stride
+    return [text[spans[start][0] : spans[end - 1][1]] for start, end in config.windows(len(spans))]
 
 
 def chunk_documents(documents: Iterable[Document], config: ChunkingConfig) -> list[Document]:

@@ -9,6 +9,7 @@ built store and never change it. The components' own settings live with their ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ __all__ = [
 BM25_METHODS = ("robertson", "atire", "lucene", "bm25l", "bm25+")
 #: chunk ids are ``<doc_id>#<n>``
 CHUNK_ID_SEPARATOR = "#"
+#: a chunking token: a run of non-whitespace characters (retrievers/builders/chunking.py)
+TOKEN_RE = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,23 @@ class ChunkingConfig(Params):
                 f"must be an integer in [0, size - 1] = [0, {self.size - 1}] tokens, got {self.overlap!r}",
             )
 
+    def windows(self, n_tokens: int) -> list[tuple[int, int]]:
+        """The chunks of a text of ``n_tokens`` tokens as token ranges ``[start, end)``: windows
+        of ``size`` tokens, consecutive ones sharing ``overlap``, the last ending at the last token;
+        a text with no token gives one empty window ``(0, 0)``. The one definition the builder
+        (:func:`retrievers.builders.chunking.chunk_text`) and the row count (:meth:`StoreConfig.n_rows`) use."""
+        if n_tokens == 0:
+            return [(0, 0)]
+        stride = self.size - self.overlap
+        found: list[tuple[int, int]] = []
+        start = 0
+        while True:
+            end = min(start + self.size, n_tokens)
+            found.append((start, end))
+            if end == n_tokens:
+                return found
+            start += stride
+
 
 @dataclass(frozen=True)
 class StoreConfig(Params):
@@ -104,9 +124,8 @@ class StoreConfig(Params):
         """How many rows a store of ``documents`` indexes: the documents, or their chunks."""
         if self.chunking is None:
             return sum(1 for _ in documents)
-        from retrievers.build.chunking import chunk_documents
-
-        return len(chunk_documents(documents, self.chunking))
+        chunking = self.chunking
+        return sum(len(chunking.windows(len(TOKEN_RE.findall(doc.text)))) for doc in documents)
 
     def check_against(self, documents: Iterable[Document], dim: Callable[[], int]) -> None:
         """ParamError naming the key when the vector index cannot be built over ``documents``
