@@ -179,9 +179,7 @@ def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], 
             sweeper.params, task, OverridesParser.create(), grid=sweeper.sampler_name == "grid"
         )
         sweeper.config = base
-        sweeper._check_keys(space)
-        sweeper._check_retrievers()
-        sweeper._sampler(space, sweeper.seed)  # sampler_kwargs that do not fit the sampler
+        sweeper.check_study(space)  # keys, retrievers, sampler_kwargs that do not fit the sampler
     except (SweeperConfigError, TypeError, ValueError) as error:
         message = str(error).splitlines()[0]
         head = message.split(" ", 1)[0].rstrip(":")
