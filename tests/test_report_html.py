@@ -247,6 +247,7 @@ def test_sweep_html_embeds_the_sweep_plots(tmp_path: Path) -> None:
             }
         }
         (folder / "metrics.json").write_text(json.dumps({"retrievers": retrievers}))
+        (folder / "config.yaml").write_text("{}\n")  # a finished run: metrics.json and config.yaml
     write_sweep_summary(sweep)
     page = _parse(sweep / "sweep.html")
     header, *rows = page.tables["sweep"]

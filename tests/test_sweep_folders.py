@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from viking_eval.results import run_folder
+from viking_eval.results import run_folder, sweep_folder
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["experiment=smoke", "run.latency.n_queries=0"]
@@ -54,7 +54,7 @@ def test_a_second_grid_into_the_same_sweep_dir_is_refused_and_the_first_kept(
     sweep_dir = tmp_path / "D"
     first = _multirun(sweep_dir, "store.bm25.k1=0.1,0.2,0.3")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert [run_folder.read_job_overrides(sweep_dir / job)[-1] for job in "012"] == [
+    assert [sweep_folder.read_job_overrides(sweep_dir / job)[-1] for job in "012"] == [
         "store.bm25.k1=0.1",
         "store.bm25.k1=0.2",
         "store.bm25.k1=0.3",
@@ -128,7 +128,7 @@ def _job(folder: Path, overrides: list[str]) -> Path:
 
 
 def test_a_folder_is_free_for_the_same_job_only(tmp_path: Path) -> None:
-    clash = run_folder.job_folder_clash
+    clash = sweep_folder.job_folder_clash
     job = ["experiment=smoke", "store.bm25.k1=0.1"]
     assert clash(tmp_path / "missing", job) is None
     (tmp_path / "empty" / ".hydra").mkdir(parents=True)

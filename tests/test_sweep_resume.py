@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from viking_eval.results import run_folder
+from viking_eval.results import sweep_folder
 from viking_eval.sweep.summary import sweep_command, sweep_identity, sweep_jobs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def test_a_sweep_resumed_with_another_grid_uses_only_its_own_jobs(data_env: Path
     assert tag["command"]["task_overrides"] == sorted(
         ["experiment=smoke", "run.latency.n_queries=0", "store.bm25.k1=0.05,0.1"]
     )
-    assert tag["overrides"] == run_folder.read_job_overrides(sweep_dir / "0")
+    assert tag["overrides"] == sweep_folder.read_job_overrides(sweep_dir / "0")
 
 
 def _job(sweep_dir: Path, name: str, overrides: list[str], tag: dict[str, object] | None) -> Path:
@@ -91,6 +91,7 @@ def _job(sweep_dir: Path, name: str, overrides: list[str], tag: dict[str, object
     (job_dir / ".hydra").mkdir(parents=True)
     (job_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     (job_dir / "metrics.json").write_text(json.dumps({"retrievers": {}}))
+    (job_dir / "config.yaml").write_text("{}\n")  # a finished run: metrics.json and config.yaml
     if tag is not None:
         (job_dir / "sweep_job.json").write_text(json.dumps(tag))
     return job_dir

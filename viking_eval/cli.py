@@ -36,7 +36,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from retrievers.http import EndpointError
-from viking_eval import files
 from viking_eval.config import ConfigError, Settings, check_sweep_objective, load_settings
 from viking_eval.config.compose import (
     BASIC_SWEEPER,
@@ -57,7 +56,6 @@ EXIT_FAILED = 1  # a gate check failed, or a bug
 EXIT_INVALID = 2  # bad config or data
 DEBUG_ENV = "VIKING_EVAL_DEBUG"
 OPTUNA_SWEEPER = "hydra_plugins.viking_optuna_sweeper.sweeper.VikingOptunaSweeper"
-STATUS_FILE = "status.json"
 
 
 def debugging() -> bool:
@@ -181,9 +179,7 @@ def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], 
             sweeper.params, task, OverridesParser.create(), grid=sweeper.sampler_name == "grid"
         )
         sweeper.config = base
-        sweeper._check_keys(space)
-        sweeper._check_retrievers()
-        sweeper._sampler(space, sweeper.seed)  # sampler_kwargs that do not fit the sampler
+        sweeper.check_study(space)  # keys, retrievers, sampler_kwargs that do not fit the sampler
     except (SweeperConfigError, TypeError, ValueError) as error:
         message = str(error).splitlines()[0]
         head = message.split(" ", 1)[0].rstrip(":")
@@ -272,8 +268,10 @@ def _marked_on_failure(output_dir: Path) -> Iterator[None]:
 
 def mark_failed(output_dir: Path, message: str) -> None:
     """``status.json`` ``{"status": "failed", "error": message}`` in the run folder."""
+    from viking_eval.results import run_folder  # the run folder's writer: only when a run fails
+
     with contextlib.suppress(OSError):  # the folder itself may be what failed
-        files.write_json(output_dir / STATUS_FILE, {"status": "failed", "error": message})
+        run_folder.mark_failed(output_dir, message)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")

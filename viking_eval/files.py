@@ -65,6 +65,11 @@ def write_text(path: Path, text: str) -> None:
         temp.write_text(text, encoding="utf-8")
 
 
+def write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path) as temp:
+        temp.write_bytes(data)
+
+
 def write_json(path: Path, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 

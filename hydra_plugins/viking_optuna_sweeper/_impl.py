@@ -447,6 +447,14 @@ class OptunaSweeperImpl(Sweeper):
 
     # -- the loop -------------------------------------------------------------------------------
 
+    def check_study(self, space: list[SearchParam]) -> None:
+        """Refuse (SweeperConfigError, TypeError, ValueError) a search space or settings the study
+        cannot run, before it exists: keys, retrievers, and sampler_kwargs that do not fit the
+        sampler (the CLI's pre-flight calls this too)."""
+        self._check_keys(space)
+        self._check_retrievers()
+        self._sampler(space, self.seed)
+
     def sweep(self, arguments: list[str]) -> Any:
         import optuna
 
@@ -454,9 +462,7 @@ class OptunaSweeperImpl(Sweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         grid = self.sampler_name == "grid"
         space, fixed = search_space(self.params, arguments, parser, grid=grid)
-        self._check_keys(space)
-        self._check_retrievers()
-        self._sampler(space, self.seed)  # sampler_kwargs that do not fit fail here, before the study exists
+        self.check_study(space)
         study = self._study(space)
         distributions = {param.key: param.distribution for param in space}
         finished_states = (

@@ -303,7 +303,7 @@ class FaissVectorIndex:
         # faiss's float32 inner products are within the exact index's rounding band of the exact
         # scores, so a candidate below faiss's k-th best minus the band cannot reach the top k;
         # IVF-PQ's scores are quantised (no such bound): all its candidates are rescored
-        bands = None if self.kind == "ivf_pq" else self.exact._bands(query_matrix)
+        bands = None if self.kind == "ivf_pq" else self.exact.rounding_bands(query_matrix)
         candidates = []
         for i in range(n_queries):
             present = labels[i] >= 0

@@ -97,7 +97,7 @@ class ExactVectorIndex:
     def _check_queries(self, queries: npt.ArrayLike) -> Float32Array:
         return check_queries(queries, self.dim)
 
-    def _bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
+    def rounding_bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
         rescoring (see the module docstring)."""
 
@@ -137,7 +137,7 @@ class ExactVectorIndex:
         if length == 0:
             empty = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
             return [empty for _ in range(n_queries)]
-        bands = self._bands(query_matrix)
+        bands = self.rounding_bands(query_matrix)
         found_rows: list[list[IndexArray]] = [[] for _ in range(n_queries)]
         found_scores: list[list[Float32Array]] = [[] for _ in range(n_queries)]
         for start in range(0, self.size, chunk_size):

@@ -39,7 +39,7 @@ from viking_eval import files
 from viking_eval.benchmark.table import row_name
 from viking_eval.config import ConfigError, check_store
 from viking_eval.config.registry import is_allowed, resolve
-from viking_eval.results import run_folder
+from viking_eval.results import benchmark_folder, layout, run_folder
 
 __all__ = ["LeaderboardError", "LeaderboardRow", "collect", "main", "table_rows"]
 
@@ -148,19 +148,19 @@ def _run_rows(folder: Path, variant: str | None = None) -> list[LeaderboardRow]:
 
 
 def _benchmark_runs(folder: Path) -> list[tuple[Path, str | None]]:
-    document = run_folder.read_benchmark(folder)
+    document = benchmark_folder.read_benchmark(folder)
     return [(folder / str(run["folder"]), run.get("variant")) for run in document.get("runs") or []]
 
 
 def _found(folder: Path) -> list[tuple[Path, str | None]]:
     """The finished run folders under ``folder`` (with their benchmark variant, if any)."""
-    if run_folder.is_benchmark_folder(folder):
+    if benchmark_folder.is_benchmark_folder(folder):
         return _benchmark_runs(folder)
     if run_folder.is_finished_run(folder):
         return [(folder, None)]
     found: list[tuple[Path, str | None]] = []
     inside_benchmarks: set[Path] = set()
-    for path in sorted(folder.rglob(run_folder.BENCHMARK_FILE)):
+    for path in sorted(folder.rglob(layout.BENCHMARK)):
         for run, variant in _benchmark_runs(path.parent):
             found.append((run, variant))
             inside_benchmarks.add(run.resolve())

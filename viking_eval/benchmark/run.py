@@ -16,7 +16,7 @@ How it runs (``benchmark_program``)::
          (a normal run folder: its own report, markers, run files; stores cached as always)
       -> the table (viking_eval/benchmark/table.py): every cell from its run, the mean over
          datasets, paired tests against the baseline with the correction over the whole table
-      -> benchmark.json/.csv/.md/.html in the benchmark folder (run_folder.write_benchmark)
+      -> benchmark.json/.csv/.md/.html in the benchmark folder (benchmark_folder.write_benchmark)
 
 Every job is composed and validated, and every dataset located (its folder and split), before the
 first one runs (``check_benchmark``, called by the CLI's pre-flight): an unknown dataset is one
@@ -42,7 +42,7 @@ from viking_eval.benchmark.table import BenchmarkTable, build_table
 from viking_eval.config import ConfigError, Settings, load_settings
 from viking_eval.config.compose import CONFIG_DIR, compose_config, explain, hydra_session
 from viking_eval.data import DataError, resolve_dataset
-from viking_eval.results import run_folder
+from viking_eval.results import benchmark_folder, run_folder
 from viking_eval.results.environment import collect_environment
 
 __all__ = ["BenchmarkJob", "benchmark_program", "check_benchmark", "plan_jobs"]
@@ -216,7 +216,7 @@ def run_benchmark(settings: Settings, output_dir: Path, task_overrides: Sequence
         variants=settings.benchmark.variants,
         wall_seconds=time.perf_counter() - started,
     )
-    run_folder.write_benchmark(output_dir, table, collect_environment({}))
+    benchmark_folder.write_benchmark(output_dir, table, collect_environment({}))
     return table
 
 

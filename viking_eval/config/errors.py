@@ -77,14 +77,14 @@ def field_path(cls: type, dotted: str) -> tuple[type | None, str]:
     ``cls``) and that part's name; ``(None, name)`` when the path leaves typed fields."""
     import typing
 
-    from viking_eval.config.schema import _hints
+    from viking_eval.config.schema import type_hints
 
     parts = [part for part in dotted.split(".") if part]
     holder: Any = cls
     for part in parts[:-1]:
         if not is_params_class(holder):
             return None, parts[-1] if parts else ""
-        hint = _hints(holder).get(part)
+        hint = type_hints(holder).get(part)
         options = [arg for arg in typing.get_args(hint) if arg is not type(None)] or [hint]
         holder = next((option for option in options if is_params_class(option)), None)
     return (holder if is_params_class(holder) else None), (parts[-1] if parts else "")

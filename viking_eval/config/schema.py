@@ -53,7 +53,8 @@ def is_params_class(cls: object) -> bool:
     return isinstance(cls, type) and dataclasses.is_dataclass(cls)
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def type_hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of ``cls``; ``{}`` when one does not resolve (its fields are then Any)."""
     try:
         return typing.get_type_hints(cls)
     except Exception:  # an annotation that does not resolve: such fields are typed Any
@@ -170,7 +171,7 @@ def schema_of(cls: type, *, with_defaults: bool = True) -> type:
     cached = _SCHEMAS.get((cls, kind))
     if cached is not None:
         return cached
-    hints = _hints(cls)
+    hints = type_hints(cls)
     fields = []
     for field in dataclasses.fields(cls):
         if not field.init:
@@ -214,7 +215,7 @@ def describe_field(cls: type, name: str) -> str | None:
     field = next((f for f in dataclasses.fields(cls) if f.name == name and f.init), None)
     if field is None:
         return None
-    hint = _hints(cls).get(name, Any)
+    hint = type_hints(cls).get(name, Any)
     spec = spec_of(field)
     text = _describe(hint)
     if spec.choices is not None:

@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from viking_eval.config.errors import ConfigError, from_validation_error
-from viking_eval.config.schema import _hints, init_schema, is_params_class, schema_of
+from viking_eval.config.schema import init_schema, is_params_class, schema_of, type_hints
 
 __all__ = ["BM25_STORE_KEYS", "typed_values", "unknown_keys"]
 
@@ -61,7 +61,7 @@ def unknown_keys(
             key=_join(node, unknown[0]),
             detail=f"unknown key; {node or 'the top level'} has: {', '.join(names)}",
         )
-    hints = _hints(cls)
+    hints = type_hints(cls)
     for name, value in values.items():
         nested = _nested_class(hints.get(name))
         if nested is not None and isinstance(value, Mapping):

@@ -10,7 +10,6 @@ differences, latency distributions (latency.json ``samples_ms``), metrics by gro
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 from collections.abc import Sequence
@@ -23,10 +22,17 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
 from viking_eval.measures.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
+from viking_eval.report.html_parts import best_indices as _best
+from viking_eval.report.html_parts import escape as _e
+from viking_eval.report.html_parts import format_p as _p
+from viking_eval.report.html_parts import html_page as _page
+from viking_eval.report.html_parts import provenance_meta
 from viking_eval.report.markdown import latency_note, stats_text
+from viking_eval.results.layout import REPORTED_FILES
 
 if TYPE_CHECKING:
     from viking_eval.config import Settings
+    from viking_eval.report.sweep_plots import Plot
     from viking_eval.results.model import RetrieverResult, RunSummary
 
 BETTER = "#1a7f37"
@@ -34,61 +40,9 @@ WORSE = "#cf222e"
 NEUTRAL = "#8c959f"
 PALETTE = ["#0969da", "#bf8700", "#8250df", "#1a7f37", "#cf222e", "#57606a", "#e16f24", "#1b7c83"]
 
-CSS = """
-:root { color-scheme: light; }
-* { box-sizing: border-box; }
-body { margin: 0; background: #f6f8fa; color: #1f2328;
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", Helvetica, Arial, sans-serif; }
-main { max-width: 1180px; margin: 0 auto; padding: 28px 32px 48px; }
-header { border-bottom: 1px solid #d0d7de; margin-bottom: 8px; padding-bottom: 12px; }
-h1 { font-size: 26px; margin: 0 0 4px; font-weight: 600; }
-h1 .sub { color: #57606a; font-weight: 400; }
-h2 { font-size: 19px; margin: 16px 0 8px; font-weight: 600; }
-p { margin: 6px 0; }
-.meta, .note { color: #57606a; font-size: 13.5px; }
-section { background: #fff; border: 1px solid #d0d7de; border-radius: 8px; padding: 4px 20px 16px;
-  margin-top: 18px; }
-table { border-collapse: collapse; margin: 8px 0; font-size: 14px; }
-th, td { padding: 5px 11px; border-bottom: 1px solid #d8dee4; }
-table.comparisons { font-size: 13.5px; }
-table.comparisons th, table.comparisons td { padding: 5px 8px; }
-table.comparisons thead th { vertical-align: bottom; }
-thead th { border-bottom: 2px solid #8c959f; text-align: right; font-weight: 600; white-space: nowrap; }
-thead th:first-child, tbody th { text-align: left; }
-tbody th { font-weight: 500; white-space: nowrap; }
-td { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.text { text-align: left; }
-tbody tr:nth-child(even) { background: #f6f8fa; }
-tbody tr:hover { background: #eaeef2; }
-td.best { font-weight: 700; }
-.tag { display: inline-block; font-size: 11px; font-weight: 600; color: #0969da; border: 1px solid #0969da;
-  border-radius: 10px; padding: 0 7px; margin-left: 6px; vertical-align: 1px; }
-sup.sig { font-size: 11px; margin-left: 1px; }
-.better { color: #1a7f37; }
-.worse { color: #cf222e; }
-.wtl .w { color: #1a7f37; } .wtl .l { color: #cf222e; } .wtl .t { color: #57606a; }
-figure { margin: 12px 0 4px; }
-figure img { max-width: 100%; height: auto; border: 1px solid #d8dee4; border-radius: 6px; background: #fff; }
-figcaption { color: #57606a; font-size: 13px; margin-top: 4px; }
-code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px;
-  background: #eff1f3; padding: 1px 5px; border-radius: 4px; }
-ul { margin: 6px 0; padding-left: 22px; }
-.scroll { overflow-x: auto; }
-"""
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
 
 def _metric(value: float) -> str:
     return f"{value:.4f}"
-
-
-def _p(value: float) -> str:
-    if math.isnan(value):
-        return "-"
-    return f"{value:.1e}" if 0 < value < 1e-3 else f"{value:.3f}"
 
 
 def _signed(value: float) -> str:
@@ -112,53 +66,6 @@ def png_data_uri(figure: Figure, dpi: int = 100) -> str:
 
 def _figure_html(uri: str, alt: str, caption: str) -> str:
     return f'<figure><img src="{uri}" alt="{_e(alt)}"><figcaption>{caption}</figcaption></figure>'
-
-
-def provenance_meta(environment: dict[str, Any]) -> list[str]:
-    """The header's provenance items (HTML): the git commit (and whether the tree was dirty) and
-    the time, from environment.json's values, where present."""
-    git = environment.get("git") if isinstance(environment.get("git"), dict) else {}
-    sha = str((git or {}).get("sha") or "")
-    items = []
-    if sha:
-        items.append(
-            f"git <code>{_e(sha[:12])}</code>"
-            + (" (uncommitted changes)" if (git or {}).get("dirty") else "")
-        )
-    if environment.get("time"):
-        items.append(_e(environment["time"]))
-    return items
-
-
-def _page(title: str, body: list[str]) -> str:
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en">',
-            "<head>",
-            '<meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            '<link rel="icon" href="data:,">',  # no favicon request
-            f"<title>{_e(title)}</title>",
-            f"<style>{CSS}</style>",
-            "</head>",
-            "<body><main>",
-            *body,
-            "</main></body>",
-            "</html>",
-            "",
-        ]
-    )
-
-
-def _best(values: list[float | None], *, highest: bool) -> set[int]:
-    present = [
-        (index, value) for index, value in enumerate(values) if value is not None and math.isfinite(value)
-    ]
-    if len(present) < 2:
-        return set()
-    target = max(value for _, value in present) if highest else min(value for _, value in present)
-    return {index for index, value in present if value == target}
 
 
 def metric_table(summary: RunSummary, settings: Settings) -> str:
@@ -549,10 +456,9 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
             else "<li>store not loaded: every retriever's results were resumed</li>"
         ),
         f"<li>peak RSS: {_e(environment.get('peak_rss_mb'))} MB</li>",
-        '</ul><p class="note">Files: <code>metrics.json</code>, <code>metrics.csv</code>, '
-        "<code>per_query.csv</code>, <code>significance.csv</code>, <code>latency.json</code>, "
-        "<code>runs/*.trec</code>, <code>environment.json</code>, <code>config.yaml</code>, "
-        "<code>report.md</code>.</p></section>",
+        '</ul><p class="note">Files: '
+        + ", ".join(f"<code>{_e(name)}</code>" for name in REPORTED_FILES)
+        + ".</p></section>",
     ]
     return _page(title, body)
 
@@ -564,7 +470,7 @@ def _cell(value: Any) -> str:
 
 
 def sweep_html(
-    sweep_dir: Path, columns: list[str], rows: list[dict[str, Any]], metric_keys: list[str], plots: list[Path]
+    sweep_dir: Path, columns: list[str], rows: list[dict[str, Any]], metric_keys: list[str], plots: list[Plot]
 ) -> str:
     """The sweep page: every (job, retriever) row, best per metric and retriever in bold, and the
     sweep plots embedded."""
@@ -594,9 +500,9 @@ def sweep_html(
                 cells.append(f"<td{css}>{_e(_cell(value))}</td>")
         body_rows.append(f"<tr>{''.join(cells)}</tr>")
     figures = []
-    for path in plots:
-        uri = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
-        figures.append(_figure_html(uri, path.stem, _e(path.name)))
+    for plot in plots:
+        uri = "data:image/png;base64," + base64.b64encode(plot.png).decode("ascii")
+        figures.append(_figure_html(uri, plot.stem, _e(plot.name)))
     body = [
         f'<header><h1>Sweep <span class="sub">{_e(sweep_dir.name)}</span></h1>',
         f'<p class="meta">{len(rows)} rows (job × retriever) · <code>{_e(sweep_dir)}</code></p></header>',

@@ -1,9 +1,12 @@
 """Sweep plots (PNG, matplotlib, headless): metric vs each swept parameter (one line per value
 of another swept parameter), a heatmap when two parameters were swept, and quality vs latency
-with the Pareto front marked."""
+with the Pareto front marked. The plots are returned as PNG bytes under their file names;
+``results/sweep_folder.py`` writes them into the sweep folder."""
 
 from __future__ import annotations
 
+import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from viking_eval import files
+
+@dataclass(frozen=True)
+class Plot:
+    """One sweep plot: its file name in the sweep folder and its PNG bytes."""
+
+    name: str
+    png: bytes
+
+    @property
+    def stem(self) -> str:
+        return Path(self.name).stem
 
 
 def _number(value: Any) -> float | None:
@@ -44,9 +57,9 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-def sweep_plots(sweep_dir: Path, rows: list[dict[str, Any]], swept: list[str], metric: str) -> list[Path]:
-    """Write the plots for ``metric`` into ``sweep_dir``; returns the PNG paths."""
-    written: list[Path] = []
+def sweep_plots(rows: list[dict[str, Any]], swept: list[str], metric: str) -> list[Plot]:
+    """The plots for ``metric`` (nothing is written)."""
+    written: list[Plot] = []
     retrievers = list(dict.fromkeys(row["retriever"] for row in rows))
     for retriever in retrievers:
         mine = [row for row in rows if row["retriever"] == retriever and isinstance(row.get(metric), float)]
@@ -73,7 +86,7 @@ def sweep_plots(sweep_dir: Path, rows: list[dict[str, Any]], swept: list[str], m
             axes.grid(alpha=0.3)
             if series_key:
                 axes.legend(fontsize=7)
-            written.append(_save(figure, sweep_dir / f"plot_{retriever}_{_slug(metric)}_vs_{_slug(key)}.png"))
+            written.append(_render(figure, f"plot_{retriever}_{_slug(metric)}_vs_{_slug(key)}.png"))
         if len(swept) >= 2:
             x_key, y_key = swept[0], swept[1]
             xs, ys = _axis_values(mine, x_key), _axis_values(mine, y_key)
@@ -88,7 +101,7 @@ def sweep_plots(sweep_dir: Path, rows: list[dict[str, Any]], swept: list[str], m
             axes.set_ylabel(y_key)
             axes.set_title(f"{retriever}: {metric}")
             figure.colorbar(image, ax=axes)
-            written.append(_save(figure, sweep_dir / f"heatmap_{retriever}_{_slug(metric)}.png"))
+            written.append(_render(figure, f"heatmap_{retriever}_{_slug(metric)}.png"))
         timed = [row for row in mine if _number(row.get("p95_ms")) is not None]
         if timed:
             points = [(row[metric], float(row["p95_ms"])) for row in timed]
@@ -108,7 +121,7 @@ def sweep_plots(sweep_dir: Path, rows: list[dict[str, Any]], swept: list[str], m
             axes.set_title(f"{retriever}: quality vs latency")
             axes.grid(alpha=0.3)
             axes.legend(fontsize=7)
-            written.append(_save(figure, sweep_dir / f"pareto_{retriever}_{_slug(metric)}.png"))
+            written.append(_render(figure, f"pareto_{retriever}_{_slug(metric)}.png"))
     return written
 
 
@@ -116,9 +129,9 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_")
 
 
-def _save(figure: Any, path: Path) -> Path:
+def _render(figure: Any, name: str) -> Plot:
     figure.tight_layout()
-    with files.atomic_path(path) as temp:
-        figure.savefig(temp, format="png", dpi=110)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
     plt.close(figure)
-    return path
+    return Plot(name, buffer.getvalue())

@@ -12,13 +12,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 from scipy import stats
 
-from viking_eval import files
 from viking_eval.config import load_settings
-from viking_eval.results import run_folder
+from viking_eval.results import layout, run_folder, sweep_folder
 from viking_eval.results.model import RunSummary
 from viking_eval.run.experiment import run_experiment
 
@@ -83,8 +81,8 @@ def write_best(
     best_settings = load_settings(run_folder.load_config(job_dir))
     default_cfg = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
     default_settings = load_settings(default_cfg)
-    best_final = run_experiment(best_settings, sweep_dir / "best_final", phase="final")
-    default_final = run_experiment(default_settings, sweep_dir / "default_final", phase="final")
+    best_final = run_experiment(best_settings, sweep_dir / layout.BEST_FINAL, phase="final")
+    default_final = run_experiment(default_settings, sweep_dir / layout.DEFAULT_FINAL, phase="final")
     tuned_metrics = run_folder.read_metrics(job_dir)
     document = {
         "objective": f"{retriever}.{metric}",
@@ -105,6 +103,4 @@ def write_best(
         "default_evaluated_on": {"split": default_final.split, "metrics": default_final.metrics()[retriever]},
         "best_vs_default": _paired(best_final, default_final, retriever, metric),
     }
-    path = sweep_dir / "best.yaml"
-    files.write_text(path, yaml.safe_dump(document, sort_keys=False))
-    return path
+    return sweep_folder.write_best(sweep_dir, document)

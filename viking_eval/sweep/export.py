@@ -31,7 +31,7 @@ import retrievers
 from retrievers.ranking import pair_key
 from retrievers.tuned import TUNED_FORMAT
 from viking_eval import files
-from viking_eval.results import run_folder
+from viking_eval.results import run_folder, sweep_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,7 @@ def choose(folder: Path, retriever: str | None, metric: str) -> tuple[Path, str,
             if metric in entry["metrics"]
         ]
         return folder, _best(scored, metric, folder), None
-    best = run_folder.read_best(folder)
+    best = sweep_folder.read_best(folder)
     if best is not None:
         return folder / str(best["job"]), retriever or str(best["retriever"]), best
     jobs = sorted(path for path in folder.iterdir() if path.is_dir() and _is_run(path))

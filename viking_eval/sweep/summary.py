@@ -22,9 +22,7 @@ current identity, and report how many others they ignored (never deleting them).
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import logging
 import sys
@@ -39,10 +37,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
-from viking_eval import files
 from viking_eval.report.page import sweep_html
 from viking_eval.report.sweep_plots import sweep_plots
-from viking_eval.results import run_folder
+from viking_eval.results import run_folder, sweep_folder
 from viking_eval.run import ann_quality
 
 log = logging.getLogger(__name__)
@@ -53,7 +50,7 @@ COST_COLUMNS = [*LATENCY_COLUMNS, "job_seconds"]
 
 def _override_pairs(job_dir: Path) -> dict[str, str]:
     pairs: dict[str, str] = {}
-    for override in run_folder.read_job_overrides(job_dir):
+    for override in sweep_folder.read_job_overrides(job_dir):
         key, _, value = override.partition("=")
         pairs[key.lstrip("+~")] = value
     return pairs
@@ -86,17 +83,17 @@ class SweepJobs:
 def sweep_jobs(sweep_dir: Path, identity: str | None = None) -> SweepJobs:
     """Finished jobs of ``sweep_dir``; with ``identity``, only those a command with that identity
     finished (its ``sweep_job.json``, whose overrides must be the folder's own) are current."""
-    finished = run_folder.job_folders(sweep_dir)
+    finished = sweep_folder.job_folders(sweep_dir)
     if identity is None:
         return SweepJobs(current=finished, ignored=[])
     current: list[Path] = []
     ignored: list[Path] = []
     for job_dir in finished:
-        tag = run_folder.read_sweep_tag(job_dir)
+        tag = sweep_folder.read_sweep_tag(job_dir)
         mine = (
             tag is not None
             and tag.get("sweep") == identity
-            and tag.get("overrides") == run_folder.read_job_overrides(job_dir)
+            and tag.get("overrides") == sweep_folder.read_job_overrides(job_dir)
         )
         (current if mine else ignored).append(job_dir)
     return SweepJobs(current=current, ignored=ignored)
@@ -150,11 +147,7 @@ def write_sweep_summary(sweep_dir: Path, identity: str | None = None) -> Path | 
             if key not in metric_keys and key not in {"job", "retriever", *override_keys, *COST_COLUMNS}:
                 metric_keys.append(key)
     columns = ["job", *override_keys, "retriever", *metric_keys, *COST_COLUMNS]
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    files.write_text(sweep_dir / "sweep.csv", buffer.getvalue())
+    csv_path = sweep_folder.write_sweep_csv(sweep_dir, columns, rows)
 
     def cell(value: Any) -> str:
         return f"{value:.4f}" if isinstance(value, float) else "" if value is None else str(value)
@@ -166,16 +159,18 @@ def write_sweep_summary(sweep_dir: Path, identity: str | None = None) -> Path | 
         disable_numparse=True,
     )
     swept = [key for key in override_keys if len({row.get(key) for row in rows}) > 1]
-    plots = sweep_plots(sweep_dir, rows, swept, metric_keys[0]) if swept and metric_keys else []
+    plots = sweep_plots(rows, swept, metric_keys[0]) if swept and metric_keys else []
     # ANN recall against latency too (ef_search, nprobe, refine_factor)
     if swept and ann_quality.METRIC in metric_keys[1:]:
-        plots += sweep_plots(sweep_dir, rows, swept, ann_quality.METRIC)
-    links = "\n".join(f"![{path.stem}]({path.name})" for path in plots)
-    files.write_text(
-        sweep_dir / "sweep.md", f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n\n{links}\n"
+        plots += sweep_plots(rows, swept, ann_quality.METRIC)
+    sweep_folder.write_plots(sweep_dir, plots)
+    links = "\n".join(f"![{plot.stem}]({plot.name})" for plot in plots)
+    sweep_folder.write_sweep_pages(
+        sweep_dir,
+        f"# Sweep {sweep_dir}\n\n{len(rows)} rows\n\n{table}\n\n{links}\n",
+        sweep_html(sweep_dir, columns, rows, metric_keys, plots),
     )
-    files.write_text(sweep_dir / "sweep.html", sweep_html(sweep_dir, columns, rows, metric_keys, plots))
-    return sweep_dir / "sweep.csv"
+    return csv_path
 
 
 NUMBERED_SUBDIR = "${hydra.job.num}"
@@ -215,7 +210,7 @@ def job_folder_clashes(sweep_dir: Path, jobs: Mapping[int, Sequence[str]]) -> li
     clashes = []
     for number, overrides in sorted(jobs.items()):
         folder = sweep_dir / str(number)
-        holds = run_folder.job_folder_clash(folder, overrides)
+        holds = sweep_folder.job_folder_clash(folder, overrides)
         if holds is not None:
             clashes.append(JobFolderClash(number, tuple(overrides), folder, holds))
     return clashes
@@ -272,15 +267,15 @@ class SweepSummary(Callback):
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.identity is not None:  # (re)running: the folder is no one's until the job finishes
-            run_folder.clear_sweep_tag(Path(str(config.hydra.runtime.output_dir)))
+            sweep_folder.clear_sweep_tag(Path(str(config.hydra.runtime.output_dir)))
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if self.identity is None or self.command is None or job_return.status != JobStatus.COMPLETED:
             return
         job_dir = Path(str(config.hydra.runtime.output_dir))
-        if (job_dir / "metrics.json").is_file():
-            run_folder.write_sweep_tag(
-                job_dir, self.identity, self.command, run_folder.read_job_overrides(job_dir)
+        if run_folder.is_finished_run(job_dir):
+            sweep_folder.write_sweep_tag(
+                job_dir, self.identity, self.command, sweep_folder.read_job_overrides(job_dir)
             )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
