@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from viking_eval.gate.baseline import GateError
-from viking_eval.measures.significance import TEST_NAMES, SignificanceSettings, adjust, aligned, run_test
+from viking_eval.measures.corrections import adjust
+from viking_eval.measures.paired_tests import TEST_NAMES
+from viking_eval.measures.significance import SignificanceSettings, aligned, run_test
 from viking_eval.results import run_folder
 
 STATUSES = ("OK", "OKISH", "FAIL", "IMPROVED")

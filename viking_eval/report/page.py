@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
-from viking_eval.measures.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
+from viking_eval.measures.paired_tests import TEST_NAMES, TESTS
+from viking_eval.measures.significance import Comparison, SignificanceReport
 from viking_eval.report.markdown import latency_note, stats_text
 
 if TYPE_CHECKING:
