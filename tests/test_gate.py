@@ -71,9 +71,7 @@ def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path
         ]
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    lines = [
-        line for line in done.stdout.splitlines() if line.split()[:1] and line.split()[0] in STATUSES
-    ]
+    lines = [line for line in done.stdout.splitlines() if line.split()[:1] and line.split()[0] in STATUSES]
     assert len(lines) == 2 * (2 * 3 + 1)  # 2 datasets x (2 retrievers x 3 metrics + 1 latency ratio)
     assert all(line.startswith("OK ") for line in lines), "\n".join(lines)
     assert "gate PASS: 14 checks (14 OK, 0 OKISH, 0 FAIL, 0 IMPROVED)" in done.stdout

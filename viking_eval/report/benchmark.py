@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from viking_eval.report.page import _best, _e, _p, _page, provenance_meta
+from viking_eval.report.html_parts import best_indices, escape, format_p, html_page, provenance_meta
 
 if TYPE_CHECKING:
     from viking_eval.benchmark.table import BenchmarkTable
@@ -183,10 +183,10 @@ def _marker_html(table: BenchmarkTable, row: str, dataset: str, metric: str) -> 
         return ""
     css = "better" if symbol == "▲" else "worse"
     title = (
-        f"{comparison.test}: Δ {comparison.mean_difference:+.4f}, p {_p(comparison.p_value)}, "
-        f"{table.settings.correction}-adjusted over the table {_p(comparison.p_adjusted)} vs {table.baseline}"
+        f"{comparison.test}: Δ {comparison.mean_difference:+.4f}, p {format_p(comparison.p_value)}, "
+        f"{table.settings.correction}-adjusted over the table {format_p(comparison.p_adjusted)} vs {table.baseline}"
     )
-    return f'<sup class="sig {css}" title="{_e(title)}">{symbol}</sup>'
+    return f'<sup class="sig {css}" title="{escape(title)}">{symbol}</sup>'
 
 
 def _metric_table_html(table: BenchmarkTable, metric: str) -> str:
@@ -195,7 +195,9 @@ def _metric_table_html(table: BenchmarkTable, metric: str) -> str:
         [table.value(row, dataset, metric) for dataset in table.datasets] + [table.mean(row, metric)]
         for row in table.rows
     ]
-    best = [_best([grid[r][c] for r in range(len(table.rows))], highest=True) for c in range(len(columns))]
+    best = [
+        best_indices([grid[r][c] for r in range(len(table.rows))], highest=True) for c in range(len(columns))
+    ]
     body = []
     for r, row in enumerate(table.rows):
         cells = []
@@ -208,15 +210,15 @@ def _metric_table_html(table: BenchmarkTable, metric: str) -> str:
             marker = _marker_html(table, row, column, metric) if column != MEAN else ""
             cells.append(f"<td{css}>{value:.4f}{marker}</td>")
         tag = '<span class="tag">baseline</span>' if row == table.baseline else ""
-        body.append(f"<tr><th>{_e(row)}{tag}</th>{''.join(cells)}</tr>")
+        body.append(f"<tr><th>{escape(row)}{tag}</th>{''.join(cells)}</tr>")
     header = "".join(
-        f"<th>{_e(column)}<br><span class='note'>{table.n_queries.get(column, '')}</span></th>"
+        f"<th>{escape(column)}<br><span class='note'>{table.n_queries.get(column, '')}</span></th>"
         if column != MEAN
         else "<th>mean<br><span class='note'>over datasets</span></th>"
         for column in columns
     )
     return (
-        f'<div class="scroll"><table class="metrics" id="metric-{_e(metric)}">'
+        f'<div class="scroll"><table class="metrics" id="metric-{escape(metric)}">'
         f"<thead><tr><th>retriever</th>{header}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
@@ -231,8 +233,8 @@ def _latency_table_html(table: BenchmarkTable) -> str:
                 cells.append(f"<td>{latency['p50_ms']:.2f} / {latency.get('p95_ms', math.nan):.2f}</td>")
             else:
                 cells.append("<td>-</td>")
-        body.append(f"<tr><th>{_e(row)}</th>{''.join(cells)}</tr>")
-    header = "".join(f"<th>{_e(dataset)}</th>" for dataset in table.datasets)
+        body.append(f"<tr><th>{escape(row)}</th>{''.join(cells)}</tr>")
+    header = "".join(f"<th>{escape(dataset)}</th>" for dataset in table.datasets)
     return (
         '<div class="scroll"><table id="latency"><thead><tr><th>retriever</th>'
         f"{header}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
@@ -248,14 +250,14 @@ def benchmark_html(table: BenchmarkTable, environment: dict[str, Any]) -> str:
         *provenance_meta(environment),
     ]
     body = [
-        f'<header><h1>{_e(table.name)} <span class="sub">benchmark: {_e(", ".join(table.datasets))}</span></h1>',
+        f'<header><h1>{escape(table.name)} <span class="sub">benchmark: {escape(", ".join(table.datasets))}</span></h1>',
         f'<p class="meta">{" · ".join(meta)}</p></header>',
     ]
     for metric in table.metrics:
         body += [
-            f"<section><h2>{_e(metric)}</h2>",
+            f"<section><h2>{escape(metric)}</h2>",
             _metric_table_html(table, metric),
-            f'<p class="note">Bold: best per column. Under each dataset: its judged queries. {_e(table.legend())}. '
+            f'<p class="note">Bold: best per column. Under each dataset: its judged queries. {escape(table.legend())}. '
             "The mean is over datasets (each weighs the same) and has no test.</p></section>",
         ]
     body += [
@@ -264,14 +266,14 @@ def benchmark_html(table: BenchmarkTable, environment: dict[str, Any]) -> str:
         "</section>",
     ]
     runs = "".join(
-        f"<tr><td class='text'>{_e(run.dataset)}</td><td class='text'>{_e(run.variant or '-')}</td>"
-        f"<td class='text'><a href='{_e(run.folder)}/report.html'>{_e(run.folder)}/</a></td>"
-        f"<td class='text'>{_e(run.split)}</td><td>{run.n_queries}</td><td>{run.wall_seconds:.1f}</td>"
-        f"<td class='text'>{_e(', '.join(run.rows))}</td></tr>"
+        f"<tr><td class='text'>{escape(run.dataset)}</td><td class='text'>{escape(run.variant or '-')}</td>"
+        f"<td class='text'><a href='{escape(run.folder)}/report.html'>{escape(run.folder)}/</a></td>"
+        f"<td class='text'>{escape(run.split)}</td><td>{run.n_queries}</td><td>{run.wall_seconds:.1f}</td>"
+        f"<td class='text'>{escape(', '.join(run.rows))}</td></tr>"
         for run in table.runs
     )
     variants = "".join(
-        f"<li><code>{_e(name)}</code>: <code>{_e(' '.join(overrides))}</code></li>"
+        f"<li><code>{escape(name)}</code>: <code>{escape(' '.join(overrides))}</code></li>"
         for name, overrides in table.variants.items()
     )
     body += [
@@ -284,4 +286,4 @@ def benchmark_html(table: BenchmarkTable, environment: dict[str, Any]) -> str:
         '<p class="note">Each run folder is a normal run with its own report. Files: <code>benchmark.json</code>, '
         "<code>benchmark.csv</code>, <code>benchmark.md</code>.</p></section>",
     ]
-    return _page(f"{table.name}: benchmark", body)
+    return html_page(f"{table.name}: benchmark", body)
