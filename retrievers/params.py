@@ -39,6 +39,7 @@ __all__ = [
     "check_choice",
     "check_int",
     "check_number",
+    "describe_type",
     "is_int",
     "is_number",
     "param",
@@ -219,8 +220,13 @@ def type_hints(cls: type) -> dict[str, Any]:
     return hints
 
 
-def _describe(hint: Any) -> str:
-    origin = typing.get_origin(hint)
+def describe_type(hint: Any, *, null: bool = True) -> str:
+    """What an error message says a value of type ``hint`` may be ("a number", "one of ['rrf',
+    'convex']", "a list", "a mapping of StoreConfig settings", "true or false or null").
+
+    The one description of an allowed value: :class:`ParamError` messages and the harness's
+    config errors (``viking_eval.config.schema.describe_field``) both use it. ``null=False``
+    leaves ``None`` out of a union (the caller says "or null" itself, after a range)."""
     if hint is bool:
         return "true or false"
     if hint is int:
@@ -229,16 +235,18 @@ def _describe(hint: Any) -> str:
         return "a number"
     if hint is str:
         return "a string"
+    origin = typing.get_origin(hint)
     if origin is Literal:
         return f"one of {list(typing.get_args(hint))}"
-    if origin in (tuple, Sequence, list):
-        return "a list"
-    if origin in (Mapping, dict):
-        return "a mapping"
-    if isinstance(hint, type) and issubclass(hint, Params):
-        return f"a mapping of {hint.__name__} settings"
     if origin in (Union, types.UnionType):
-        return " or ".join("null" if arg is type(None) else _describe(arg) for arg in typing.get_args(hint))
+        options = [arg for arg in typing.get_args(hint) if null or arg is not type(None)]
+        return " or ".join("null" if arg is type(None) else describe_type(arg, null=null) for arg in options)
+    if origin in (tuple, list, Sequence) or hint in (tuple, list):
+        return "a list"
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        return "a mapping"
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return f"a mapping of {hint.__name__} settings"
     return "a value"
 
 
@@ -270,7 +278,7 @@ def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
         if value is None:
             if type(None) in options:
                 return None
-            raise ParamError(name, f"{name} must be {_describe(hint)}, got None")
+            raise ParamError(name, f"{name} must be {describe_type(hint)}, got None")
         errors: list[ParamError] = []
         tried: list[Any] = []
         for option in options:
@@ -292,7 +300,7 @@ def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
             if at >= 0 and not message[:at].endswith("or null"):
                 message = message[:at] + " or null" + message[at:]
             raise ParamError(name, message)
-        raise ParamError(name, f"{name} must be {_describe(hint)}, got {value!r}")
+        raise ParamError(name, f"{name} must be {describe_type(hint)}, got {value!r}")
     if hint is bool:
         if not isinstance(value, bool | np.bool_):
             raise ParamError(name, f"{name} must be true or false, got {value!r}")
@@ -363,7 +371,7 @@ def _convert(name: str, hint: Any, value: Any, spec: ParamSpec) -> Any:
             return value
         if isinstance(value, Mapping):
             return hint.from_dict(value, where=name)
-        raise ParamError(name, f"{name} must be {_describe(hint)}, got {value!r}")
+        raise ParamError(name, f"{name} must be {describe_type(hint)}, got {value!r}")
     if isinstance(hint, type):
         if not isinstance(value, hint):
             raise ParamError(name, f"{name} must be a {hint.__name__}, got {value!r}")

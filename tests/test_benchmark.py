@@ -15,7 +15,7 @@ import pytest
 from viking_eval.benchmark.run import check_benchmark, plan_jobs, run_benchmark
 from viking_eval.config import ConfigError, load_settings
 from viking_eval.config.compose import compose_config, hydra_session
-from viking_eval.measures.significance import adjust
+from viking_eval.measures.corrections import adjust
 from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,16 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from viking_eval.gate import checks as gate
-from viking_eval.gate.checks import (
-    CheckResult,
-    GateError,
-    compare_runs,
-    latency_status,
-    load_baseline,
-    metric_status,
-    plan_checks,
-)
+from viking_eval.gate import commands as gate
+from viking_eval.gate.baseline import GateError, load_baseline, read_per_query
+from viking_eval.gate.checks import plan_checks, run_gate
+from viking_eval.gate.compare import compare_runs
+from viking_eval.gate.record import record_baseline
+from viking_eval.gate.verdicts import STATUSES, CheckResult, latency_status, metric_status
 from viking_eval.measures.significance import SignificanceSettings
 from viking_eval.run.experiment import run_experiment
 
@@ -75,9 +71,7 @@ def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path
         ]
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    lines = [
-        line for line in done.stdout.splitlines() if line.split()[:1] and line.split()[0] in gate.STATUSES
-    ]
+    lines = [line for line in done.stdout.splitlines() if line.split()[:1] and line.split()[0] in STATUSES]
     assert len(lines) == 2 * (2 * 3 + 1)  # 2 datasets x (2 retrievers x 3 metrics + 1 latency ratio)
     assert all(line.startswith("OK ") for line in lines), "\n".join(lines)
     assert "gate PASS: 14 checks (14 OK, 0 OKISH, 0 FAIL, 0 IMPROVED)" in done.stdout
@@ -98,7 +92,7 @@ def test_ci_gate_fails_on_an_injected_bm25_regression(data_env: Path, tmp_path: 
     check["command"] += " store.bm25.k1=0.05 store.bm25.b=1.0 run.latency.n_queries=10"  # broken BM25
     del check["latency"]
     baseline = _write(tmp_path / "broken.yaml", document)
-    done = _run(["-m", "viking_eval.gate.checks", "check", str(baseline), "--output", str(tmp_path / "out")])
+    done = _run(["-m", "viking_eval.gate", "check", str(baseline), "--output", str(tmp_path / "out")])
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     verdicts = {tuple(line.split()[1:4]): line.split()[0] for line in done.stdout.splitlines()[:-1]}
     # 225 queries: the drop is far outside the tolerance and significant after Holm over 6 checks
@@ -290,7 +284,7 @@ def test_record_then_check_round_trip(data_env: Path, tmp_path: Path) -> None:
     check["latency"]["tolerance"] = 100.0
     del check["per_query"]
     path = _write(tmp_path / "adi.yaml", document)
-    gate.record_baseline(path, tmp_path / "record", run_experiment)
+    record_baseline(path, tmp_path / "record", run_experiment)
     recorded = yaml.safe_load(path.read_text())
     metrics = json.loads((tmp_path / "record" / "adi" / "metrics.json").read_text())["retrievers"]["bm25"][
         "metrics"
@@ -300,9 +294,9 @@ def test_record_then_check_round_trip(data_env: Path, tmp_path: Path) -> None:
         "RR@10": round(metrics["RR@10"], 4),
     }
     assert recorded["checks"][0]["per_query"] == "adi/adi.csv"
-    stored = gate.read_per_query(tmp_path / "adi" / "adi.csv")
+    stored = read_per_query(tmp_path / "adi" / "adi.csv")
     assert sorted(stored) == ["bm25"] and sorted(stored["bm25"]) == ["RR@10", "nDCG@10"]
-    report = gate.run_gate(path, tmp_path / "check", run_experiment)
+    report = run_gate(path, tmp_path / "check", run_experiment)
     assert report.passed and [r.status for r in report.results] == ["OK", "OK", "OK"]
 
 

@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 from scipy import stats
 
 from viking_eval.config import ConfigError, Settings, load_settings
-from viking_eval.measures.significance import holm
+from viking_eval.measures.corrections import holm
 from viking_eval.report import summary_table
 from viking_eval.results.model import RunSummary
 from viking_eval.run.experiment import run_experiment

@@ -288,7 +288,7 @@ def test_a_run_file_is_gated_like_any_retriever(
 ) -> None:
     """The gate's run-folder comparison: the same run file passes; a run file that lost the
     answers to 15 of ADI's 35 queries (its system regressed) fails on the run-file retriever only."""
-    from viking_eval.gate.checks import compare_runs
+    from viking_eval.gate.compare import compare_runs
 
     monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     full, damaged = tmp_path / "full.trec", tmp_path / "damaged.trec"

@@ -9,19 +9,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from viking_eval.measures.significance import (
-    SignificanceSettings,
-    adjust,
-    benjamini_hochberg,
-    bootstrap_interval,
+from viking_eval.measures.corrections import adjust, benjamini_hochberg, bootstrap_interval, holm
+from viking_eval.measures.paired_tests import (
     cohens_dz,
-    compare_with_baseline,
-    holm,
     paired_t_test,
     permutation_test,
     rank_biserial,
     wilcoxon_test,
 )
+from viking_eval.measures.significance import SignificanceSettings, compare_with_baseline
 
 # Student's sleep data (Cushny & Peebles 1905, analysed in "Student" 1908; R's `sleep`): extra
 # hours of sleep of ten patients under two drugs. R: t.test(extra ~ group, data = sleep,

@@ -209,13 +209,13 @@ def _override_text(value: Any) -> str:
 
 # --------------------------------------------------------------------------- programs
 # One function per program, in viking_eval/run/experiment.py (run_program, compare_program) and
-# viking_eval/gate/checks.py (gate_from_settings, which takes the overrides to apply to every check).
+# viking_eval/gate/commands.py (gate_from_settings, which takes the overrides to apply to every check).
 
 
 def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
     """The regression gate (``gate.baseline=<file>``, ``experiment=ci_regression``): the baseline
     file's checks, each with the command line's ``overrides`` applied; returns the exit status."""
-    from viking_eval.gate import checks as gate
+    from viking_eval.gate import commands as gate
     from viking_eval.run import experiment as runner
 
     return gate.gate_from_settings(settings, output_dir, run=runner.run_experiment, overrides=overrides)

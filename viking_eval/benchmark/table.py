@@ -19,13 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from viking_eval.measures.corrections import adjust
+from viking_eval.measures.paired_tests import TEST_NAMES, TESTS
 from viking_eval.measures.significance import (
-    TEST_NAMES,
-    TESTS,
     Comparison,
     SignificanceReport,
     SignificanceSettings,
-    adjust,
     compare_with_baseline,
 )
 from viking_eval.results.model import RunSummary

@@ -178,7 +178,7 @@ def _node_keys(node_path: str, overrides: Sequence[str], dropped: str) -> tuple[
 
 def _missing_key(key: str, overrides: Sequence[str]) -> ConfigError:
     """An override of ``key``, which the composed config does not have (Hydra: "Could not override")."""
-    from viking_eval.config.settings import bm25_key_error
+    from viking_eval.config.load import bm25_key_error
     from viking_eval.config.validate import BM25_STORE_KEYS
 
     parent, _, name = key.rpartition(".")

@@ -38,6 +38,8 @@ from typing import Any, Dict, List, Literal, Optional, Union  # noqa: UP035 - Om
 
 from omegaconf import MISSING
 
+from retrievers.params import describe_type, spec_of
+
 __all__ = ["SCALARS", "describe_field", "init_schema", "is_params_class", "schema_of"]
 
 #: scalar types OmegaConf types natively
@@ -210,14 +212,12 @@ def init_schema(cls: type) -> type:
 def describe_field(cls: type, name: str) -> str | None:
     """What field ``name`` of the Params class or dataclass ``cls`` allows, in words (type, range,
     choices), or None when ``cls`` has no such field."""
-    from retrievers.params import spec_of
-
     field = next((f for f in dataclasses.fields(cls) if f.name == name and f.init), None)
     if field is None:
         return None
     hint = type_hints(cls).get(name, Any)
     spec = spec_of(field)
-    text = _describe(hint)
+    text = describe_type(hint, null=False)
     if spec.choices is not None:
         text = f"one of {list(spec.choices)}"
     if spec.low is not None or spec.high is not None:
@@ -229,27 +229,3 @@ def describe_field(cls: type, name: str) -> str | None:
     if typing.get_origin(hint) in (Union, types.UnionType) and type(None) in typing.get_args(hint):
         text += " or null" if not text.endswith("null") else ""
     return text
-
-
-def _describe(hint: Any) -> str:
-    if hint is bool:
-        return "true or false"
-    if hint is int:
-        return "an integer"
-    if hint is float:
-        return "a number"
-    if hint is str:
-        return "a string"
-    origin = typing.get_origin(hint)
-    if origin is Literal:
-        return f"one of {list(typing.get_args(hint))}"
-    if origin in (Union, types.UnionType):
-        options = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        return " or ".join(_describe(arg) for arg in options)
-    if origin in (tuple, list, Sequence) or hint in (tuple, list):
-        return "a list"
-    if origin in (dict, Mapping) or hint in (dict, Mapping):
-        return "a mapping"
-    if is_params_class(hint):
-        return f"a mapping of {hint.__name__} settings"
-    return "a value"

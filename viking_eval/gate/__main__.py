@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from viking_eval.gate.checks import main
+from viking_eval.gate.commands import main
 from viking_eval.run.experiment import run_experiment
 
 if __name__ == "__main__":

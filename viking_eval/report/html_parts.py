@@ -1,12 +1,21 @@
-"""The parts every HTML page of the harness shares (report.html, sweep.html, benchmark.html):
-the style sheet, the page frame, escaping, p-value text, the best cells of a column and the
-provenance items of a header."""
+"""Small HTML pieces shared by the self-contained pages (report.html, sweep.html, benchmark.html):
+the colours and CSS, escaping and number formats, a figure as an inline PNG, the provenance
+items of a header, the page skeleton, and which cells of a column are best."""
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import math
 from typing import Any
+
+from matplotlib.figure import Figure
+
+BETTER = "#1a7f37"
+WORSE = "#cf222e"
+NEUTRAL = "#8c959f"
+PALETTE = ["#0969da", "#bf8700", "#8250df", "#1a7f37", "#cf222e", "#57606a", "#e16f24", "#1b7c83"]
 
 CSS = """
 :root { color-scheme: light; }
@@ -52,31 +61,62 @@ ul { margin: 6px 0; padding-left: 22px; }
 
 
 def escape(value: object) -> str:
-    """``value`` as HTML text (quotes escaped too: safe inside attributes)."""
+    """``value`` as text safe inside HTML (quotes escaped too)."""
     return html.escape(str(value), quote=True)
 
 
+def format_metric(value: float) -> str:
+    return f"{value:.4f}"
+
+
 def format_p(value: float) -> str:
-    """A p-value as the pages print it: ``-`` for NaN, scientific below 0.001, else 3 decimals."""
+    """A p-value: ``-`` for NaN, scientific below 0.001, else three decimals."""
     if math.isnan(value):
         return "-"
     return f"{value:.1e}" if 0 < value < 1e-3 else f"{value:.3f}"
 
 
-def best_indices(values: list[float | None], *, highest: bool) -> set[int]:
-    """Positions of the best finite value (highest or lowest; ties all kept), none when fewer than
-    two values are finite."""
-    present = [
-        (index, value) for index, value in enumerate(values) if value is not None and math.isfinite(value)
-    ]
-    if len(present) < 2:
-        return set()
-    target = max(value for _, value in present) if highest else min(value for _, value in present)
-    return {index for index, value in present if value == target}
+def format_signed(value: float) -> str:
+    return f"{value:+.4f}"
+
+
+def format_effect(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "+∞" if value > 0 else "−∞"
+    return f"{value:+.2f}"
+
+
+def png_data_uri(figure: Figure, dpi: int = 100) -> str:
+    """The figure as a ``data:image/png;base64,...`` URI."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, facecolor="white")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def figure_html(uri: str, alt: str, caption: str) -> str:
+    return f'<figure><img src="{uri}" alt="{escape(alt)}"><figcaption>{caption}</figcaption></figure>'
+
+
+def provenance_meta(environment: dict[str, Any]) -> list[str]:
+    """The header's provenance items (HTML): the git commit (and whether the tree was dirty) and
+    the time, from environment.json's values, where present."""
+    git = environment.get("git") if isinstance(environment.get("git"), dict) else {}
+    sha = str((git or {}).get("sha") or "")
+    items = []
+    if sha:
+        items.append(
+            f"git <code>{escape(sha[:12])}</code>"
+            + (" (uncommitted changes)" if (git or {}).get("dirty") else "")
+        )
+    if environment.get("time"):
+        items.append(escape(environment["time"]))
+    return items
 
 
 def html_page(title: str, body: list[str]) -> str:
-    """A whole self-contained page: ``body`` inside the shared frame and style sheet."""
+    """A complete page: ``title``, the inline CSS and the ``body`` lines."""
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -97,17 +137,12 @@ def html_page(title: str, body: list[str]) -> str:
     )
 
 
-def provenance_meta(environment: dict[str, Any]) -> list[str]:
-    """The header's provenance items (HTML): the git commit (and whether the tree was dirty) and
-    the time, from environment.json's values, where present."""
-    git = environment.get("git") if isinstance(environment.get("git"), dict) else {}
-    sha = str((git or {}).get("sha") or "")
-    items = []
-    if sha:
-        items.append(
-            f"git <code>{escape(sha[:12])}</code>"
-            + (" (uncommitted changes)" if (git or {}).get("dirty") else "")
-        )
-    if environment.get("time"):
-        items.append(escape(environment["time"]))
-    return items
+def best_indices(values: list[float | None], *, highest: bool) -> set[int]:
+    """Indices of the best finite values (all of a tie); none when fewer than two are present."""
+    present = [
+        (index, value) for index, value in enumerate(values) if value is not None and math.isfinite(value)
+    ]
+    if len(present) < 2:
+        return set()
+    target = max(value for _, value in present) if highest else min(value for _, value in present)
+    return {index for index, value in present if value == target}

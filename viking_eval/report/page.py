@@ -5,67 +5,41 @@ report.html: the metric table (best per column in bold, ▲/▼ where a retrieve
 better/worse than the baseline after correction), every comparison with the baseline (difference,
 bootstrap CI, win/tie/loss counts, p-values of the three tests, effect sizes), per-query
 differences, latency distributions (latency.json ``samples_ms``), metrics by group, provenance.
+The figures are drawn in :mod:`viking_eval.report.plots`, the small pieces (CSS, formats, page
+skeleton) are in :mod:`viking_eval.report.html_parts`.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
-
 from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
-from viking_eval.measures.significance import TEST_NAMES, TESTS, Comparison, SignificanceReport
-from viking_eval.report.html_parts import best_indices as _best
-from viking_eval.report.html_parts import escape as _e
-from viking_eval.report.html_parts import format_p as _p
-from viking_eval.report.html_parts import html_page as _page
-from viking_eval.report.html_parts import provenance_meta
+from viking_eval.measures.paired_tests import TEST_NAMES, TESTS
+from viking_eval.measures.significance import Comparison, SignificanceReport
+from viking_eval.report.html_parts import (
+    best_indices,
+    escape,
+    figure_html,
+    format_effect,
+    format_metric,
+    format_p,
+    format_signed,
+    html_page,
+    png_data_uri,
+    provenance_meta,
+)
 from viking_eval.report.markdown import latency_note, stats_text
+from viking_eval.report.plots import differences_figure, latency_figure, win_tie_loss_figure
 from viking_eval.results.layout import REPORTED_FILES
 
 if TYPE_CHECKING:
     from viking_eval.config import Settings
     from viking_eval.report.sweep_plots import Plot
     from viking_eval.results.model import RetrieverResult, RunSummary
-
-BETTER = "#1a7f37"
-WORSE = "#cf222e"
-NEUTRAL = "#8c959f"
-PALETTE = ["#0969da", "#bf8700", "#8250df", "#1a7f37", "#cf222e", "#57606a", "#e16f24", "#1b7c83"]
-
-
-def _metric(value: float) -> str:
-    return f"{value:.4f}"
-
-
-def _signed(value: float) -> str:
-    return f"{value:+.4f}"
-
-
-def _effect(value: float) -> str:
-    if math.isnan(value):
-        return "-"
-    if math.isinf(value):
-        return "+∞" if value > 0 else "−∞"
-    return f"{value:+.2f}"
-
-
-def png_data_uri(figure: Figure, dpi: int = 100) -> str:
-    """The figure as a ``data:image/png;base64,...`` URI."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, facecolor="white")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _figure_html(uri: str, alt: str, caption: str) -> str:
-    return f'<figure><img src="{uri}" alt="{_e(alt)}"><figcaption>{caption}</figcaption></figure>'
 
 
 def metric_table(summary: RunSummary, settings: Settings) -> str:
@@ -80,10 +54,10 @@ def metric_table(summary: RunSummary, settings: Settings) -> str:
         (label, [(result.latency or {}).get(key) for result in summary.results], highest)
         for key, label, highest in latency_columns
     ]
-    best = [_best(values, highest=highest) for _, values, highest in columns]
+    best = [best_indices(values, highest=highest) for _, values, highest in columns]
     top_k = settings.run.top_k
     deeper = deeper_than_run(settings.metrics, top_k)  # R@100 at top_k 10: "R@100 (depth 10)"
-    header = "".join(f"<th>{_e(depth_label(name, top_k, deeper))}</th>" for name, _, _ in columns)
+    header = "".join(f"<th>{escape(depth_label(name, top_k, deeper))}</th>" for name, _, _ in columns)
     rows = []
     for row_index, result in enumerate(summary.results):
         cells = []
@@ -94,7 +68,7 @@ def metric_table(summary: RunSummary, settings: Settings) -> str:
                 cells.append("<td>-</td>")
                 continue
             if column_index < len(metric_names):
-                text = _metric(value) + _marker(significance, result.name, name)
+                text = format_metric(value) + _marker(significance, result.name, name)
             else:
                 text = f"{value:.1f}" if name == "QPS" else f"{value:.2f}"
             cells.append(f"<td{css}>{text}</td>")
@@ -103,7 +77,7 @@ def metric_table(summary: RunSummary, settings: Settings) -> str:
             if significance is not None and result.name == significance.baseline
             else ""
         )
-        rows.append(f"<tr><th>{_e(result.name)}{tag}</th>{''.join(cells)}</tr>")
+        rows.append(f"<tr><th>{escape(result.name)}{tag}</th>{''.join(cells)}</tr>")
     return (
         '<div class="scroll"><table class="metrics" id="metrics">'
         f"<thead><tr><th>retriever</th>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
@@ -121,10 +95,10 @@ def _marker(significance: SignificanceReport | None, retriever: str, metric: str
         return ""
     css = "better" if symbol == "▲" else "worse"
     title = (
-        f"{comparison.test}: p {_p(comparison.p_value)}, {significance.settings.correction}-adjusted "
-        f"{_p(comparison.p_adjusted)} vs {significance.baseline}"
+        f"{comparison.test}: p {format_p(comparison.p_value)}, {significance.settings.correction}-adjusted "
+        f"{format_p(comparison.p_adjusted)} vs {significance.baseline}"
     )
-    return f'<sup class="sig {css}" title="{_e(title)}">{symbol}</sup>'
+    return f'<sup class="sig {css}" title="{escape(title)}">{symbol}</sup>'
 
 
 def comparison_table(significance: SignificanceReport) -> str:
@@ -142,10 +116,10 @@ def comparison_table(significance: SignificanceReport) -> str:
         if first.significant:
             css = "better" if first.mean_difference > 0 else "worse"
         cells = [
-            f"<th>{_e(retriever)}</th>",
-            f'<td class="text">{_e(metric)}</td>',
-            f'<td class="{css}">{_signed(first.mean_difference)}</td>',
-            f"<td>[{_signed(first.ci_low)}, {_signed(first.ci_high)}]</td>",
+            f"<th>{escape(retriever)}</th>",
+            f'<td class="text">{escape(metric)}</td>',
+            f'<td class="{css}">{format_signed(first.mean_difference)}</td>',
+            f"<td>[{format_signed(first.ci_low)}, {format_signed(first.ci_high)}]</td>",
             f'<td class="wtl"><span class="w">{first.wins}</span> / <span class="t">{first.ties}</span> / '
             f'<span class="l">{first.losses}</span></td>',
         ]
@@ -156,12 +130,12 @@ def comparison_table(significance: SignificanceReport) -> str:
                 cells.append("<td>-</td>")
                 continue
             effects.setdefault(comparison.effect_size_name, comparison.effect_size)
-            adjusted = _p(comparison.p_adjusted)
+            adjusted = format_p(comparison.p_adjusted)
             if comparison.significant:
                 adjusted = f"<b>{adjusted}</b>"
-            cells.append(f"<td>{_p(comparison.p_value)} ({adjusted})</td>")
-        cells.append(f"<td>{_effect(effects.get('d_z', math.nan))}</td>")
-        cells.append(f"<td>{_effect(effects.get('rank_biserial', math.nan))}</td>")
+            cells.append(f"<td>{format_p(comparison.p_value)} ({adjusted})</td>")
+        cells.append(f"<td>{format_effect(effects.get('d_z', math.nan))}</td>")
+        cells.append(f"<td>{format_effect(effects.get('rank_biserial', math.nan))}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     names = {"t-test": "t-test", "wilcoxon": "Wilcoxon", "permutation": "randomisation"}
     test_headers = "".join(f"<th>{names[test]}<br>p (adjusted)</th>" for test in TESTS)
@@ -174,116 +148,6 @@ def comparison_table(significance: SignificanceReport) -> str:
         '<div class="scroll"><table class="comparisons" id="comparisons">'
         f"<thead>{header}</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
-
-
-def win_tie_loss_figure(significance: SignificanceReport) -> Figure | None:
-    """Stacked horizontal bars: per (retriever, metric), the share of queries won/tied/lost."""
-    rows = [c for c in significance.comparisons if c.test == significance.settings.test]
-    if not rows:
-        return None
-    figure = Figure(figsize=(9.5, 0.45 * len(rows) + 1.1), layout="constrained")
-    axes = figure.subplots()
-    labels = [f"{c.retriever} · {c.metric}" for c in rows]
-    positions = np.arange(len(rows))[::-1]
-    wins = np.array([c.wins for c in rows], dtype=float)
-    ties = np.array([c.ties for c in rows], dtype=float)
-    losses = np.array([c.losses for c in rows], dtype=float)
-    axes.barh(positions, wins, color=BETTER, label="wins")
-    axes.barh(positions, ties, left=wins, color="#d0d7de", label="ties")
-    axes.barh(positions, losses, left=wins + ties, color=WORSE, label="losses")
-    for y, w, t, loss in zip(positions, wins, ties, losses, strict=True):
-        for left, width, color in ((0, w, "white"), (w, t, "#1f2328"), (w + t, loss, "white")):
-            if width >= max(1.0, 0.04 * (w + t + loss)):
-                axes.text(
-                    left + width / 2, y, f"{int(width)}", ha="center", va="center", fontsize=8, color=color
-                )
-    axes.set_yticks(positions, labels, fontsize=9)
-    axes.set_xlabel("queries")
-    axes.set_title(f"per-query wins / ties / losses against {significance.baseline}", fontsize=10, loc="left")
-    figure.legend(loc="outside upper right", fontsize=8, ncols=3, frameon=False)
-    axes.spines[["top", "right"]].set_visible(False)
-    axes.set_xlim(0, max(1.0, float((wins + ties + losses).max())))
-    return figure
-
-
-def differences_figure(summary: RunSummary, significance: SignificanceReport, metric: str) -> Figure | None:
-    """Per-query differences to the baseline on ``metric``, sorted (one panel per retriever)."""
-    baseline = next((r for r in summary.results if r.name == significance.baseline), None)
-    others = [r for r in summary.results if r.name != significance.baseline and metric in r.per_query]
-    if baseline is None or not others or metric not in baseline.per_query:
-        return None
-    figure = Figure(figsize=(9.5, 2.4 * len(others) + 0.4), layout="constrained")
-    panels = figure.subplots(len(others), 1, squeeze=False)[:, 0]
-    for axes, result in zip(panels, others, strict=True):
-        query_ids = sorted(baseline.per_query[metric])
-        if set(query_ids) != set(result.per_query[metric]):
-            continue
-        differences = np.sort(
-            np.array([result.per_query[metric][q] - baseline.per_query[metric][q] for q in query_ids])
-        )[::-1]
-        colors = [BETTER if d > 1e-12 else WORSE if d < -1e-12 else NEUTRAL for d in differences]
-        axes.bar(np.arange(differences.size), differences, width=1.0, color=colors, linewidth=0)
-        axes.axhline(0.0, color="#57606a", linewidth=0.8)
-        axes.set_xlim(-0.5, differences.size - 0.5)
-        axes.set_ylabel(f"Δ {metric}", fontsize=9)
-        axes.set_title(f"{result.name} − {significance.baseline}, queries sorted by difference", fontsize=10)
-        axes.spines[["top", "right"]].set_visible(False)
-        axes.tick_params(labelsize=8)
-    panels[-1].set_xlabel("queries")
-    return figure
-
-
-def latency_figure(results: Sequence[RetrieverResult]) -> Figure | None:
-    """Distribution of per-query latency (one query at a time, ms): ECDF and box plot."""
-    samples = [
-        (result.name, np.asarray((result.latency or {}).get("samples_ms") or [], dtype=float))
-        for result in results
-    ]
-    samples = [(name, values) for name, values in samples if values.size]
-    if not samples:
-        return None
-    figure = Figure(figsize=(10.5, 3.6), layout="constrained")
-    ecdf_axes, box_axes = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
-    low = min(float(values.min()) for _, values in samples)
-    high = max(float(values.max()) for _, values in samples)
-    log_scale = low > 0 and high / low > 20
-    for index, (name, values) in enumerate(samples):
-        ordered = np.sort(values)
-        shares = np.arange(1, ordered.size + 1) / ordered.size
-        color = PALETTE[index % len(PALETTE)]
-        ecdf_axes.step(ordered, shares, where="post", color=color, linewidth=1.6, label=name)
-        p50, p95 = np.percentile(values, [50, 95])
-        ecdf_axes.plot([p50, p95], [0.5, 0.95], "o", color=color, markersize=4)
-    ecdf_axes.set_xlabel("ms per query (retrieve, one at a time)")
-    ecdf_axes.set_ylabel("share of queries")
-    ecdf_axes.set_title("latency ECDF (dots: p50, p95)", fontsize=10)
-    ecdf_axes.grid(alpha=0.3)
-    ecdf_axes.legend(fontsize=8, frameon=False)
-    box = box_axes.boxplot(
-        [values for _, values in samples],
-        orientation="horizontal",
-        tick_labels=[name for name, _ in samples],
-        whis=(5, 95),
-        showfliers=True,
-        patch_artist=True,
-        flierprops={"markersize": 3, "markeredgecolor": NEUTRAL},
-        medianprops={"color": "#1f2328"},
-    )
-    for index, patch in enumerate(box["boxes"]):
-        patch.set_facecolor(PALETTE[index % len(PALETTE)])
-        patch.set_alpha(0.35)
-    box_axes.set_xlabel("ms (whiskers: p5-p95)")
-    box_axes.set_title("per retriever", fontsize=10)
-    box_axes.grid(alpha=0.3, axis="x")
-    if log_scale:
-        for axes in (ecdf_axes, box_axes):
-            axes.set_xscale("log")
-            axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-            axes.xaxis.set_minor_formatter(NullFormatter())
-    for axes in (ecdf_axes, box_axes):
-        axes.spines[["top", "right"]].set_visible(False)
-        axes.tick_params(labelsize=8)
-    return figure
 
 
 def _latency_split_table(results: Sequence[RetrieverResult]) -> str:
@@ -306,7 +170,7 @@ def _latency_split_table(results: Sequence[RetrieverResult]) -> str:
             value = latency.get(key)
             text = "-" if value is None else str(value) if key == "n_queries" else f"{value:.2f}"
             cells.append(f"<td>{text}</td>")
-        rows.append(f"<tr><th>{_e(result.name)}</th>{''.join(cells)}</tr>")
+        rows.append(f"<tr><th>{escape(result.name)}</th>{''.join(cells)}</tr>")
     header = "".join(f"<th>{label}</th>" for _, label in keys)
     return (
         '<div class="scroll"><table id="latency"><thead><tr><th>retriever</th>'
@@ -323,14 +187,14 @@ def _groups_table(summary: RunSummary, settings: Settings) -> str:
         return ""
     rows.sort(key=lambda row: (row[0], row[1]))
     body = "".join(
-        f'<tr><td class="text">{_e(group)}</td><th>{_e(name)}</th><td>{entry["n_queries"]}</td>'
-        + "".join(f"<td>{_metric(entry['metrics'][metric])}</td>" for metric in names)
+        f'<tr><td class="text">{escape(group)}</td><th>{escape(name)}</th><td>{entry["n_queries"]}</td>'
+        + "".join(f"<td>{format_metric(entry['metrics'][metric])}</td>" for metric in names)
         + "</tr>"
         for group, name, entry in rows
     )
-    header = "".join(f"<th>{_e(metric)}</th>" for metric in names)
+    header = "".join(f"<th>{escape(metric)}</th>" for metric in names)
     return (
-        f"<section><h2>Metrics by {_e(settings.dataset.group_key)}</h2>"
+        f"<section><h2>Metrics by {escape(settings.dataset.group_key)}</h2>"
         '<div class="scroll"><table id="groups"><thead><tr><th>group</th><th>retriever</th><th>queries</th>'
         f"{header}</tr></thead><tbody>{body}</tbody></table></div></section>"
     )
@@ -344,11 +208,11 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
     meta = [
         f"{n_queries} judged queries",
         f"run depth top_k {settings.run.top_k}",
-        f"phase {_e(summary.phase)}",
+        f"phase {escape(summary.phase)}",
         *provenance_meta(environment),
     ]
     body = [
-        f'<header><h1>{_e(settings.name)} <span class="sub">{_e(summary.dataset)} ({_e(summary.split)})</span></h1>',
+        f'<header><h1>{escape(settings.name)} <span class="sub">{escape(summary.dataset)} ({escape(summary.split)})</span></h1>',
         f'<p class="meta">{" · ".join(meta)}</p>',
         *(
             [
@@ -362,22 +226,22 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         "<section><h2>Metrics</h2>",
         metric_table(summary, settings),
         *(
-            [f'<p class="worse"><b>Warning: metric deeper than the run.</b> {_e(note)}.</p>']
+            [f'<p class="worse"><b>Warning: metric deeper than the run.</b> {escape(note)}.</p>']
             if (note := depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k)))
             else []
         ),
-        f'<p class="note">Bold: best per column (lowest latency, highest QPS). {_e(latency_note(settings))}',
-        f" {_e(significance.legend())}." if significance is not None and significance.comparisons else "",
+        f'<p class="note">Bold: best per column (lowest latency, highest QPS). {escape(latency_note(settings))}',
+        f" {escape(significance.legend())}." if significance is not None and significance.comparisons else "",
         "</p></section>",
     ]
     if significance is not None and significance.comparisons:
         config = significance.settings
         body += [
-            f"<section><h2>Against the baseline: {_e(significance.baseline)}</h2>",
+            f"<section><h2>Against the baseline: {escape(significance.baseline)}</h2>",
             comparison_table(significance),
             f'<p class="note">Paired tests over the {significance.comparisons[0].n_queries} queries; '
             f"p-values adjusted per test over the {significance.family_size()} comparisons of this report "
-            f"({_e(config.correction)}). Markers use the {_e(TEST_NAMES[config.test])}; CI: bootstrap ({_e(config.bootstrap_method)}, "
+            f"({escape(config.correction)}). Markers use the {escape(TEST_NAMES[config.test])}; CI: bootstrap ({escape(config.bootstrap_method)}, "
             f"{config.bootstrap} resamples); randomisation test: {config.permutations} sign flips, seed {config.seed}; "
             "effect sizes: Cohen's d<sub>z</sub> (mean / sd of the differences), r<sub>rb</sub> the matched-pairs "
             "rank-biserial correlation (Wilcoxon). Every row is in <code>significance.csv</code>.</p>",
@@ -385,7 +249,7 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         figure = win_tie_loss_figure(significance)
         if figure is not None:
             body.append(
-                _figure_html(
+                figure_html(
                     png_data_uri(figure),
                     "wins, ties and losses per retriever and metric",
                     "Queries "
@@ -396,10 +260,10 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         figure = differences_figure(summary, significance, first_metric)
         if figure is not None:
             body.append(
-                _figure_html(
+                figure_html(
                     png_data_uri(figure),
                     f"per-query differences on {first_metric}",
-                    f"Per-query {_e(first_metric)} minus the baseline's, largest gain first.",
+                    f"Per-query {escape(first_metric)} minus the baseline's, largest gain first.",
                 )
             )
         body.append("</section>")
@@ -411,7 +275,7 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
     figure = latency_figure(summary.results)
     if figure is not None:
         body.append(
-            _figure_html(
+            figure_html(
                 png_data_uri(figure),
                 "latency distribution per retriever",
                 "Each timed query's total time (query encoding + search), from <code>latency.json</code>.",
@@ -424,8 +288,8 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
     stats = [result for result in summary.results if result.stats]
     if stats:  # what each retriever says about its work, e.g. a run file's unknown ids
         items = "".join(
-            f"<li><b>{_e(result.name)}</b>: "
-            + ", ".join(f"{_e(key)} {_e(stats_text(value))}" for key, value in result.stats.items())
+            f"<li><b>{escape(result.name)}</b>: "
+            + ", ".join(f"{escape(key)} {escape(stats_text(value))}" for key, value in result.stats.items())
             + "</li>"
             for result in stats
         )
@@ -435,32 +299,33 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
             "file-wide.</p></section>"
         )
     issues = "".join(
-        f"<li>{_e(key.replace('_', ' '))}: {_e(value)}</li>" for key, value in summary.data_issues.items()
+        f"<li>{escape(key.replace('_', ' '))}: {escape(value)}</li>"
+        for key, value in summary.data_issues.items()
     )
     scope = settings.dataset.scope_key
     body += [
         "<section><h2>Data and store</h2><ul>",
         "<li>setting: "
         + (
-            f"each query searches only documents with its own <code>{_e(scope)}</code>"
+            f"each query searches only documents with its own <code>{escape(scope)}</code>"
             if scope
             else "one pooled corpus"
         )
         + "</li>",
         issues,
-        f"<li>embedder: <code>{_e(environment.get('embedder'))}</code></li>",
-        f"<li>store key: <code>{_e(environment.get('store_key'))}</code></li>",
+        f"<li>embedder: <code>{escape(environment.get('embedder'))}</code></li>",
+        f"<li>store key: <code>{escape(environment.get('store_key'))}</code></li>",
         (
-            f"<li>store built in this run: {_e(environment.get('store_built_now'))}</li>"
+            f"<li>store built in this run: {escape(environment.get('store_built_now'))}</li>"
             if environment.get("store_built_now") is not None
             else "<li>store not loaded: every retriever's results were resumed</li>"
         ),
-        f"<li>peak RSS: {_e(environment.get('peak_rss_mb'))} MB</li>",
+        f"<li>peak RSS: {escape(environment.get('peak_rss_mb'))} MB</li>",
         '</ul><p class="note">Files: '
-        + ", ".join(f"<code>{_e(name)}</code>" for name in REPORTED_FILES)
+        + ", ".join(f"<code>{escape(name)}</code>" for name in REPORTED_FILES)
         + ".</p></section>",
     ]
-    return _page(title, body)
+    return html_page(title, body)
 
 
 def _cell(value: Any) -> str:
@@ -481,7 +346,7 @@ def sweep_html(
             if isinstance(value, float) and not key.startswith("stats."):
                 pair = (row["retriever"], key)
                 best[pair] = max(best.get(pair, -math.inf), value)
-    header = "".join(f"<th>{_e(column)}</th>" for column in columns)
+    header = "".join(f"<th>{escape(column)}</th>" for column in columns)
     body_rows = []
     for row in rows:
         cells = []
@@ -495,17 +360,17 @@ def sweep_html(
             ):
                 css = ' class="best"'
             if column in ("job", "retriever") or not isinstance(value, int | float):
-                cells.append(f'<td class="text">{_e(_cell(value))}</td>')
+                cells.append(f'<td class="text">{escape(_cell(value))}</td>')
             else:
-                cells.append(f"<td{css}>{_e(_cell(value))}</td>")
+                cells.append(f"<td{css}>{escape(_cell(value))}</td>")
         body_rows.append(f"<tr>{''.join(cells)}</tr>")
     figures = []
     for plot in plots:
         uri = "data:image/png;base64," + base64.b64encode(plot.png).decode("ascii")
-        figures.append(_figure_html(uri, plot.stem, _e(plot.name)))
+        figures.append(figure_html(uri, plot.stem, escape(plot.name)))
     body = [
-        f'<header><h1>Sweep <span class="sub">{_e(sweep_dir.name)}</span></h1>',
-        f'<p class="meta">{len(rows)} rows (job × retriever) · <code>{_e(sweep_dir)}</code></p></header>',
+        f'<header><h1>Sweep <span class="sub">{escape(sweep_dir.name)}</span></h1>',
+        f'<p class="meta">{len(rows)} rows (job × retriever) · <code>{escape(sweep_dir)}</code></p></header>',
         "<section><h2>Jobs</h2>",
         f'<div class="scroll"><table id="sweep"><thead><tr>{header}</tr></thead><tbody>{"".join(body_rows)}</tbody></table></div>',
         '<p class="note">Bold: the best value of each metric per retriever. Jobs evaluate the tuning '
@@ -513,4 +378,4 @@ def sweep_html(
     ]
     if figures:
         body += ["<section><h2>Plots</h2>", *figures, "</section>"]
-    return _page(f"Sweep {sweep_dir.name}", body)
+    return html_page(f"Sweep {sweep_dir.name}", body)

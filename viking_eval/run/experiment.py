@@ -44,12 +44,12 @@ from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder, EncodeKind, RetrievalResult, Retriever
 from viking_eval.config import RetrieverSpec, Settings, instantiate_objects
 from viking_eval.config.errors import from_library_error
+from viking_eval.config.objects import build_object
 from viking_eval.config.registry import resolve
-from viking_eval.config.settings import build_object
 from viking_eval.data import BeirDataset, DataError
 from viking_eval.data.splits import Phase, load_for_phase
 from viking_eval.files import sha256_file
-from viking_eval.gate import checks as gate
+from viking_eval.gate import commands as gate
 from viking_eval.measures.metrics import deeper_than_run, depth_note, evaluate
 from viking_eval.measures.significance import compare_with_baseline
 from viking_eval.progress import progress_bar, progress_shown

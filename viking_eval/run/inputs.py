@@ -22,8 +22,8 @@ from retrievers.params import ParamError
 from retrievers.types import Embedder
 from viking_eval.config import instantiate_objects
 from viking_eval.config.errors import from_library_error
+from viking_eval.config.objects import is_retriever_config
 from viking_eval.config.registry import resolve
-from viking_eval.config.settings import is_retriever_config
 from viking_eval.data import BeirDataset, load_queries
 from viking_eval.files import sha256_file
 
