@@ -16,7 +16,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from viking_eval.config import load_settings
-from viking_eval.run import experiment as runner
+from viking_eval.run import experiment as loop
 from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +100,7 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
     data_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = _settings("run.latency.n_queries=0")
-    real = runner.run_retriever
+    real = loop.run_retriever
     calls: list[str] = []
 
     def interrupted(settings, spec, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -109,7 +109,7 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
             raise KeyboardInterrupt
         return real(settings, spec, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_retriever", interrupted)
+    monkeypatch.setattr(loop, "run_retriever", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(settings, tmp_path / "run")
     assert (tmp_path / "run/results/bm25.json").is_file()
@@ -121,7 +121,7 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
         calls.append(spec.name)
         return real(settings, spec, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_retriever", counted)
+    monkeypatch.setattr(loop, "run_retriever", counted)
     summary = run_experiment(settings, tmp_path / "run")
     assert calls == ["bm25", "dense", "dense"]  # bm25 was not rerun
     assert {result.name for result in summary.results} == {"bm25", "dense"}

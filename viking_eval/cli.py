@@ -26,7 +26,7 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -48,7 +48,7 @@ from viking_eval.config.compose import (
 )
 from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
-from viking_eval.data.splits import check_half_for_sweep
+from viking_eval.data.splits import Phase, check_half_for_sweep
 from viking_eval.progress import quiet_libraries
 from viking_eval.run.cache import CacheError
 
@@ -212,25 +212,48 @@ def _override_text(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------- programs
-# One function per program, in viking_eval/run/experiment.py (run_program, compare_program) and
-# viking_eval/gate/checks.py (gate_from_settings, which takes the overrides to apply to every check).
+# One function per program of ``python -m viking_eval``; the app validates the config, then calls
+# one of them. The programs hand the one experiment loop (viking_eval/run/experiment.py) to the
+# gate, which never imports it. A benchmark is viking_eval/benchmark/run.py's benchmark_program.
 
 
-def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
+def run_program(
+    settings: Settings, output_dir: Path, *, config_yaml: str = "", phase: Phase = "report"
+) -> dict[str, dict[str, float]]:
+    """Evaluate (``python -m viking_eval experiment=...``; a sweep job with ``phase="tune"``):
+    run, print the summary table, return the objectives for a sweeper."""
+    from viking_eval.report import summary_table
+    from viking_eval.run.experiment import run_experiment
+
+    summary = run_experiment(settings, output_dir, config_yaml=config_yaml, phase=phase)
+    print(f"\n{settings.name}: {summary.dataset} ({summary.split}), {summary.results[0].n_queries} queries")
+    print(summary_table(summary, settings, fmt="simple"))
+    if summary.significance is not None and summary.significance.comparisons:
+        print(summary.significance.legend())
+    print(f"\nreport: {output_dir}/report.md and report.html")
+    return summary.objectives()
+
+
+def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str] = ()) -> int:
     """The regression gate (``gate.baseline=<file>``, ``experiment=ci_regression``): the baseline
-    file's checks, each with the command line's ``overrides`` applied; returns the exit status."""
+    file's checks into ``output_dir``, each with the command line's ``overrides`` applied, one
+    verdict per line; returns the exit status (0 pass, 1 a check failed, 2 the file or a check
+    cannot be used)."""
     from viking_eval.gate import checks as gate
-    from viking_eval.run import experiment as runner
+    from viking_eval.run.experiment import run_experiment
 
-    return gate.gate_from_settings(settings, output_dir, run=runner.run_experiment, overrides=overrides)
+    return gate.gate_from_settings(settings, output_dir, run_experiment, overrides=overrides)
 
 
-def benchmark_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
-    """A benchmark (``benchmark.datasets=[...]``): every dataset's run, then one table
-    (viking_eval/benchmark/run.py); returns the exit status."""
-    from viking_eval.benchmark import run as benchmark
+def compare_program(
+    settings: Settings, output_dir: Path, *, config_yaml: str = "", phase: Phase = "report"
+) -> int:
+    """Evaluate, then gate the run against a stored run folder (``gate.baseline_run=<folder>``):
+    prints the summary, then the verdicts; returns the exit status as :func:`gate_program`."""
+    from viking_eval.gate import checks as gate
 
-    return benchmark.benchmark_program(settings, output_dir, overrides=overrides)
+    run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
+    return gate.compare_from_settings(settings, output_dir)
 
 
 def gate_overrides(task_overrides: Sequence[str]) -> list[str]:
@@ -288,11 +311,11 @@ def app(cfg: DictConfig) -> Any:
     output_dir = Path(hydra_cfg.runtime.output_dir)
     # jobs of a sweep or study evaluate the tuning split; the chosen one is evaluated on the
     # reported split when the sweep ends (viking_eval/sweep/summary.py)
-    phase: Literal["tune", "report"] = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
-    from viking_eval.run import experiment as runner
-
+    phase: Phase = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
     with _marked_on_failure(output_dir):
         if settings.benchmark.datasets:  # a benchmark (viking_eval/benchmark/run.py), not a sweep
+            from viking_eval.benchmark.run import benchmark_program
+
             sys.exit(
                 benchmark_program(
                     settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]
@@ -303,8 +326,8 @@ def app(cfg: DictConfig) -> Any:
             sys.exit(gate_program(settings, output_dir, overrides=overrides))
         config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         if settings.gate.baseline_run is not None:
-            sys.exit(runner.compare_program(settings, output_dir, config_yaml=config_yaml, phase=phase))
-        return runner.run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
+            sys.exit(compare_program(settings, output_dir, config_yaml=config_yaml, phase=phase))
+        return run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
