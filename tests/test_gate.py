@@ -98,7 +98,7 @@ def test_ci_gate_fails_on_an_injected_bm25_regression(data_env: Path, tmp_path: 
     check["command"] += " store.bm25.k1=0.05 store.bm25.b=1.0 run.latency.n_queries=10"  # broken BM25
     del check["latency"]
     baseline = _write(tmp_path / "broken.yaml", document)
-    done = _run(["-m", "viking_eval.gate.checks", "check", str(baseline), "--output", str(tmp_path / "out")])
+    done = _run(["-m", "viking_eval.gate", "check", str(baseline), "--output", str(tmp_path / "out")])
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     verdicts = {tuple(line.split()[1:4]): line.split()[0] for line in done.stdout.splitlines()[:-1]}
     # 225 queries: the drop is far outside the tolerance and significant after Holm over 6 checks

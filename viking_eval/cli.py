@@ -20,6 +20,7 @@ finished.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -86,11 +87,8 @@ def preflight(argv: Sequence[str]) -> None:
     problem. A ``--config-dir`` is searched first, as Hydra does; commands that run nothing
     (``--help``, ``--cfg``, ...) and another primary config folder (``--config-path``) are left to
     Hydra (the app validates the composed config before it builds anything)."""
-    from hydra._internal.utils import get_args_parser
-
-    try:
-        args = get_args_parser().parse_args(list(argv))
-    except SystemExit:
+    args = _hydra_arguments(argv)
+    if args is None:
         return  # argparse printed its usage; Hydra will too
     if any(getattr(args, flag, None) for flag in _NO_RUN_FLAGS) or args.config_path:
         return
@@ -106,6 +104,18 @@ def preflight(argv: Sequence[str]) -> None:
         invalid(error.line())
     except (HydraException, OmegaConfBaseException) as error:
         invalid(explain(error, overrides).line())
+
+
+def _hydra_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``argv`` read as the Hydra app will read it (flags, ``--config-dir``, overrides); None when
+    argparse refuses it. Hydra has no public API for its command-line parser, so this is the CLI's
+    one use of ``hydra._internal``: the pre-flight must see exactly the arguments the app will."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        return get_args_parser().parse_args(list(argv))
+    except SystemExit:
+        return None
 
 
 def _settings(cfg: DictConfig, *, multirun: bool) -> Settings:
@@ -158,8 +168,8 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
         _settings(base, multirun=True)
 
 
-def _container(node: Any) -> dict[str, Any]:
-    plain = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
+def _container(node: Any, *, resolve: bool = False) -> dict[str, Any]:
+    plain = OmegaConf.to_container(node, resolve=resolve) if isinstance(node, DictConfig) else {}
     return {str(key): value for key, value in plain.items()} if isinstance(plain, dict) else {}
 
 
@@ -169,27 +179,18 @@ def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], 
     categorical parameter); sampled numbers are the trial's, checked when it runs."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, search_space
+    from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, check_study
 
-    plain = OmegaConf.to_container(base.hydra.sweeper, resolve=True)
-    assert isinstance(plain, dict)
-    settings = {str(key): value for key, value in plain.items()}
+    settings = _container(base.hydra.sweeper, resolve=True)
     settings.pop("_target_", None)
     try:
-        sweeper = OptunaSweeperImpl(**settings)
-        space, fixed = search_space(
-            sweeper.params, task, OverridesParser.create(), grid=sweeper.sampler_name == "grid"
-        )
-        sweeper.config = base
-        sweeper._check_keys(space)
-        sweeper._check_retrievers()
-        sweeper._sampler(space, sweeper.seed)  # sampler_kwargs that do not fit the sampler
-    except (SweeperConfigError, TypeError, ValueError) as error:
-        message = str(error).splitlines()[0]
-        head = message.split(" ", 1)[0].rstrip(":")
-        key = head if head.startswith("hydra.sweeper") else "hydra.sweeper"
-        detail = message[len(head) :].lstrip(" :") if key == head else message
-        raise ConfigError(key, detail, key=key, detail=detail) from error
+        space, fixed = check_study(OptunaSweeperImpl(**settings), base, task, OverridesParser.create())
+    except SweeperConfigError as error:  # names its key
+        detail = error.detail.splitlines()[0]
+        raise ConfigError(error.key, detail, key=error.key, detail=detail) from error
+    except (TypeError, ValueError) as error:  # a setting the sweeper does not take, or a sampler refuses
+        detail = str(error).splitlines()[0]
+        raise ConfigError("hydra.sweeper", detail, key="hydra.sweeper", detail=detail) from error
     cfg = compose_config([*hydra_overrides, *fixed], config_name=config_name)
     _settings(cfg, multirun=True)
     for param in space:

@@ -112,7 +112,8 @@ def run_experiment(
             work_started = time.perf_counter()
             results.append(result)
             continue
-        assert stores is not None and embedder is not None  # made above for configured specs
+        if stores is None or embedder is None:  # made above whenever a spec is built from its config
+            raise RuntimeError(f"retriever {spec.name}: the run's embedder and store were not made")
         key = resume_key(settings, spec, dataset, embedder, stores.key)
         finished = _finished(settings, output_dir, spec.name)
         if finished is not None:
