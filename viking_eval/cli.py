@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -50,31 +49,12 @@ from viking_eval.config.compose import (
 from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
 from viking_eval.data.splits import Phase, check_half_for_sweep
+from viking_eval.exits import EXIT_FAILED, EXIT_OK, debugging, invalid
 from viking_eval.progress import quiet_libraries
 from viking_eval.run.cache import CacheError
 
-EXIT_OK = 0
-EXIT_FAILED = 1  # a gate check failed, or a bug
-EXIT_INVALID = 2  # bad config or data
-DEBUG_ENV = "VIKING_EVAL_DEBUG"
 OPTUNA_SWEEPER = "hydra_plugins.viking_optuna_sweeper.sweeper.VikingOptunaSweeper"
 STATUS_FILE = "status.json"
-
-
-def debugging() -> bool:
-    """``VIKING_EVAL_DEBUG=1`` (or Hydra's ``HYDRA_FULL_ERROR=1``): tracebacks for config and data errors."""
-    return os.environ.get(DEBUG_ENV, "") not in ("", "0") or os.environ.get("HYDRA_FULL_ERROR", "") not in (
-        "",
-        "0",
-    )
-
-
-def invalid(line: str) -> NoReturn:
-    """Print ``error: <line>`` (and, when debugging, the exception being handled) and exit 2."""
-    if debugging() and sys.exc_info()[0] is not None:
-        traceback.print_exc()
-    print(f"error: {line}", file=sys.stderr, flush=True)
-    sys.exit(EXIT_INVALID)
 
 
 # --------------------------------------------------------------------------- pre-flight

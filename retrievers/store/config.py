@@ -162,7 +162,7 @@ class StoreConfig(Params):
         """How many rows a store of ``documents`` indexes: the documents, or their chunks."""
         if self.chunking is None:
             return sum(1 for _ in documents)
-        from retrievers.build.chunking import chunk_documents
+        from retrievers.builders.chunking import chunk_documents
 
         return len(chunk_documents(documents, self.chunking))
 
