@@ -530,7 +530,7 @@ def test_a_fitted_embedder_is_cached_per_settings_and_corpus(tmp_path: Path) -> 
     from retrievers import Document
     from viking_eval.data import BeirDataset, DataIssues
     from viking_eval.run.cache import ArtifactCache
-    from viking_eval.run.experiment import prepare_embedder
+    from viking_eval.run.store import prepare_embedder
 
     corpus = {f"d{i}": Document(f"d{i}", f"text {i} about topic{i % 3} and more words") for i in range(12)}
     dataset = BeirDataset("tiny", "test", tmp_path, corpus, {}, {}, DataIssues(), {})

@@ -237,10 +237,10 @@ def test_runner_programs_run_gate_and_compare(
     data_env: Path, smoke_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The functions the CLI calls, one per program: evaluate, run + compare, gate; and the
-    gate's own command line through the runner (issue 13: the gate never imports the runner)."""
-    from viking_eval.run import experiment as runner
+    gate's own command line, handed the experiment loop (issue 13: the gate never imports it)."""
+    from viking_eval import cli
 
-    objectives = runner.run_program(_compose("run.latency.n_queries=0"), tmp_path / "run")
+    objectives = cli.run_program(_compose("run.latency.n_queries=0"), tmp_path / "run")
     assert set(objectives) == {"bm25", "dense"} and set(objectives["bm25"]) == {
         "nDCG@10",
         "R@10",
@@ -250,7 +250,7 @@ def test_runner_programs_run_gate_and_compare(
     }
     assert "report: " in capsys.readouterr().out
     # the same configuration scores the same per query as the stored smoke run: every verdict OK
-    status = runner.compare_program(
+    status = cli.compare_program(
         _compose("run.latency.n_queries=0", f"gate.baseline_run={smoke_run}"), tmp_path / "compared"
     )
     assert status == 0
@@ -260,16 +260,16 @@ def test_runner_programs_run_gate_and_compare(
     # a damaged stored run makes the same program fail
     damaged = _copy_with(smoke_run, tmp_path / "damaged", _shift("bm25", "nDCG@10", 0.2))
     assert (
-        runner.compare_program(
+        cli.compare_program(
             _compose("run.latency.n_queries=0", f"gate.baseline_run={damaged}"), tmp_path / "again"
         )
         == 1
     )
     # a baseline file that cannot be used: exit status 2, one line naming it
     missing = tmp_path / "missing.yaml"
-    assert runner.gate_program(_compose(f"gate.baseline={missing}"), tmp_path / "gate") == 2
+    assert cli.gate_program(_compose(f"gate.baseline={missing}"), tmp_path / "gate") == 2
     assert f"baseline file {missing} does not exist" in capsys.readouterr().err
-    assert runner.gate_cli(["compare", str(smoke_run), str(smoke_run)]) == 0
+    assert gate.main(["compare", str(smoke_run), str(smoke_run)], run=run_experiment) == 0
 
 
 # --------------------------------------------------------------------------- baseline files

@@ -16,7 +16,8 @@ from hydra import compose, initialize_config_dir
 
 from retrievers.types import RetrievalResult
 from viking_eval.config import ConfigError, load_settings
-from viking_eval.run.experiment import provenance_stats, run_experiment
+from viking_eval.run.evaluate import provenance_stats
+from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = ["store=kmeans_tree", "store.hierarchy.max_leaf_size=8", "store.hierarchy.branching_factor=4"]

@@ -1,6 +1,6 @@
-"""The harness in layers (issue 24): no import cycle, small modules.
+"""The harness in layers (issue 24): no import cycle, modules in layers, small modules.
 
-Every module of ``viking_eval/`` and ``retrievers/`` is parsed (never imported) and every
+Every module of ``viking_eval/``, ``retrievers/`` and ``hydra_plugins/`` is parsed (never imported) and every
 ``import`` / ``from ... import`` in it counts, wherever it stands: at the top, inside a function
 or under ``if TYPE_CHECKING``. A lazy import that only hid a cycle would still be a cycle here.
 ``from pkg import name`` is an edge to ``pkg.name`` when that is a module of the project, else to
@@ -11,23 +11,55 @@ or under ``if TYPE_CHECKING``. A lazy import that only hid a cycle would still b
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("viking_eval", "retrievers")
+PACKAGES = ("viking_eval", "retrievers", "hydra_plugins")
 
-ACYCLIC = ("viking_eval.data", "retrievers")
+ACYCLIC = PACKAGES
 """Modules under these names must take part in no import cycle (among all the project's
-modules). Other packages of viking_eval are being restructured; widen this to ``("viking_eval",
-"retrievers")`` once they are done."""
+modules)."""
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("retrievers",),  # the production library knows nothing of the harness
+    ("viking_eval.files", "viking_eval.progress", "viking_eval.exits"),
+    ("viking_eval.measures",),
+    ("viking_eval.config",),
+    ("viking_eval.data",),
+    # values: a run's results, a benchmark's table, the ANN quality measure (what reports show)
+    ("viking_eval.results.model", "viking_eval.results.environment"),
+    ("viking_eval.benchmark.table", "viking_eval.run.ann_quality"),
+    ("viking_eval.report",),
+    ("viking_eval.results",),  # the run folder: reads and writes its files, renders the reports
+    ("viking_eval.run",),  # the one experiment loop
+    ("viking_eval.gate", "viking_eval.sweep", "viking_eval.benchmark"),  # the programs
+    ("hydra_plugins",),  # the Optuna sweeper (checks its job folders with viking_eval.sweep)
+    ("viking_eval.api",),
+    ("viking_eval.cli",),  # maps the command line onto the programs
+)
+"""The layers, lowest first: a module imports only modules of its own layer or a lower one (the
+cycle test keeps a layer acyclic). A module belongs to the layer of the longest name prefix that
+matches it. Entries (:data:`ENTRIES`) stand above all layers and may import anything."""
+
+ENTRIES = ("viking_eval",)
+"""Modules above every layer: the package (re-exports :func:`viking_eval.evaluate`) and every
+``__main__`` (``python -m ...``)."""
+
+HANDED_THE_LOOP = ("viking_eval.gate", "viking_eval.report", "viking_eval.results")
+"""Never import the experiment loop (issue 13): the gate is handed ``run_experiment`` by its
+callers (viking_eval/cli.py, ``python -m viking_eval.gate``); reports and the run folder read
+results."""
+
+NO_FILES = ("viking_eval.results.model", "viking_eval.report.markdown", "viking_eval.report.page")
+"""The run folder writes; the result model and the reports never touch files themselves."""
 
 KNOWN_ON_A_CYCLE: frozenset[str] = frozenset()
 """Modules allowed on a cycle (none: a cycle through any module fails)."""
 
 MAX_LINES = 500
-CHECKED_FOR_SIZE = ("viking_eval/data", "retrievers")
-"""Folders whose modules must stay under :data:`MAX_LINES` lines (widen as for :data:`ACYCLIC`)."""
+CHECKED_FOR_SIZE = ("viking_eval", "retrievers")
+"""Folders whose modules must stay under :data:`MAX_LINES` lines."""
 
 KNOWN_OVER: frozenset[str] = frozenset()
 """Known allowance: modules over :data:`MAX_LINES` lines (none left in the checked folders)."""
@@ -120,6 +152,44 @@ def find_cycle(
     return None
 
 
+def is_entry(name: str, entries: Iterable[str] = ENTRIES) -> bool:
+    return name in set(entries) or name.rpartition(".")[2] == "__main__"
+
+
+def layer_of(name: str, layers: Sequence[Sequence[str]] = LAYERS) -> int | None:
+    """Index in ``layers`` of the longest prefix naming ``name`` (None: in no layer)."""
+    best: tuple[int, int] | None = None
+    for index, prefixes in enumerate(layers):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def layer_breaches(
+    graph: dict[str, set[str]], layers: Sequence[Sequence[str]] = LAYERS, entries: Iterable[str] = ENTRIES
+) -> list[str]:
+    """``a -> b`` for every import of a module ``a`` from a higher layer ``b``, and every
+    module (not an entry) in no layer."""
+    entries = tuple(entries)
+    breaches = []
+    for name in sorted(graph):
+        if is_entry(name, entries):
+            continue
+        own = layer_of(name, layers)
+        if own is None:
+            breaches.append(f"{name} is in no layer")
+            continue
+        for target in sorted(graph[name]):
+            if is_entry(target, entries):
+                breaches.append(f"{name} -> {target} (an entry)")
+                continue
+            theirs = layer_of(target, layers)
+            if theirs is None or theirs > own:
+                breaches.append(f"{name} -> {target}")
+    return breaches
+
+
 # --------------------------------------------------------------------------- the checker itself
 
 
@@ -166,7 +236,44 @@ def test_the_checker_passes_a_layered_package(tmp_path: Path) -> None:
     assert find_cycle(graph, ["pkg"]) is None
 
 
-# --------------------------------------------------------------------------- the project
+def test_the_layer_check_finds_an_import_from_above(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.top import run\n",
+            "pkg/__main__.py": "from pkg.top import run\n",  # an entry: anything
+            "pkg/low.py": "def f():\n    from pkg.top import run\n",  # up, inside a function
+            "pkg/mid/__init__.py": "",
+            "pkg/mid/a.py": "from pkg import low\nfrom pkg.mid import b\n",  # down, and its own layer
+            "pkg/mid/b.py": "import pkg\n",  # the package's __init__ is an entry: never imported
+            "pkg/mid/up.py": "import pkg.top\n",  # a longer prefix puts it in the top layer
+            "pkg/top.py": "from pkg.mid import a, up\n",
+            "pkg/stray.py": "",
+        },
+    )
+    graph = import_graph(tmp_path, ["pkg"])
+    layers = [("pkg.low",), ("pkg.mid",), ("pkg.top", "pkg.mid.up")]
+    assert layer_of("pkg.mid.up", layers) == 2 and layer_of("pkg.mid.a", layers) == 1
+    assert layer_breaches(graph, layers, ["pkg"]) == [
+        "pkg.low -> pkg.top",
+        "pkg.mid.b -> pkg (an entry)",
+        "pkg.stray is in no layer",
+    ]
+    assert layer_breaches(graph, [("pkg.low", "pkg.mid", "pkg.top", "pkg.stray")], ["pkg"]) == [
+        "pkg.mid.b -> pkg (an entry)"
+    ]
+
+
+def test_modules_in_layers() -> None:
+    graph = import_graph()
+    assert graph.get("viking_eval.cli") and graph.get("hydra_plugins.viking_optuna_sweeper._impl")
+    breaches = layer_breaches(graph)
+    assert not breaches, "imports against the layer order (LAYERS): " + "; ".join(breaches)
+    for name, targets in graph.items():
+        if any(name == p or name.startswith(p + ".") for p in HANDED_THE_LOOP) and not is_entry(name):
+            assert "viking_eval.run.experiment" not in targets, f"{name} imports the experiment loop"
+    for name in NO_FILES:
+        assert graph[name] and "viking_eval.files" not in graph[name], name
 
 
 def test_no_import_cycle() -> None:

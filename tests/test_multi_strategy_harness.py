@@ -124,11 +124,11 @@ class SpyMultiStrategy(MultiStrategyRetriever):
 
 
 def test_scoped_run_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from viking_eval.run import experiment as runner
+    from viking_eval.run import evaluate as evaluating
 
     folder = _write_dataset(tmp_path / "tiny")
     SEEN.clear()
-    monkeypatch.setattr(runner, "get_class", lambda target: SpyMultiStrategy)
+    monkeypatch.setattr(evaluating, "resolve", lambda *_: SpyMultiStrategy)
     cfg = _compose(
         "experiment=smoke",
         f"dataset.path={folder}",

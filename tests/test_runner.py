@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import os
@@ -16,7 +15,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from viking_eval.config import load_settings
-from viking_eval.run import experiment as runner
+from viking_eval.run import experiment as loop
 from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +99,7 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
     data_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = _settings("run.latency.n_queries=0")
-    real = runner.run_retriever
+    real = loop.run_retriever
     calls: list[str] = []
 
     def interrupted(settings, spec, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -109,7 +108,7 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
             raise KeyboardInterrupt
         return real(settings, spec, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_retriever", interrupted)
+    monkeypatch.setattr(loop, "run_retriever", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(settings, tmp_path / "run")
     assert (tmp_path / "run/results/bm25.json").is_file()
@@ -121,7 +120,7 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
         calls.append(spec.name)
         return real(settings, spec, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_retriever", counted)
+    monkeypatch.setattr(loop, "run_retriever", counted)
     summary = run_experiment(settings, tmp_path / "run")
     assert calls == ["bm25", "dense", "dense"]  # bm25 was not rerun
     assert {result.name for result in summary.results} == {"bm25", "dense"}
@@ -217,94 +216,3 @@ def test_pareto_front_by_hand() -> None:
     # (quality, latency): b dominates a; c is faster but worse; d is dominated by b
     points = [(0.5, 10.0), (0.6, 8.0), (0.4, 2.0), (0.55, 9.0)]
     assert pareto_front(points) == [1, 2]
-
-
-# --------------------------------------------------------------------------- module structure
-
-HARNESS = REPO / "viking_eval"
-# result model -> run folder -> runner; the reports and the gate read results and run folders
-LOWER_THAN_RUNNER = [
-    "results",
-    "run_folder",
-    "report",
-    "gate",
-    "baseline",
-    "io",
-    "metrics",
-    "significance",
-    "latency",
-]
-
-
-def _imports(path: Path, *, top_level_only: bool, type_checking: bool = False) -> set[str]:
-    """viking_eval modules ``path`` imports (module level; with ``top_level_only`` False, also
-    inside functions; with ``type_checking``, also the imports for type hints only)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-
-    def visit(nodes: list[ast.stmt]) -> None:
-        for node in nodes:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not type_checking:
-                continue
-            if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
-                continue  # the script entry (python -m ...) runs only as a program, never on import
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("viking_eval"):
-                found.add(node.module)
-                found.update(f"{node.module}.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names if alias.name.startswith("viking_eval"))
-            elif not top_level_only or isinstance(node, ast.If | ast.Try):
-                visit([child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)])
-
-    visit(tree.body)
-    return found
-
-
-def _module(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def test_harness_modules_in_dependency_order() -> None:
-    """No module-level import cycle in viking_eval/, and nothing below the runner imports it
-    (issue 13): the gate and the reports take what they need from the runner as arguments.
-    """
-    modules = {_module(path): path for path in HARNESS.rglob("*.py")}
-    graph = {
-        name: {target for target in _imports(path, top_level_only=True) if target in modules} - {name}
-        for name, path in modules.items()
-    }
-    state: dict[str, int] = {}
-
-    def cycle_from(name: str, stack: list[str]) -> list[str] | None:
-        state[name] = 1
-        for target in sorted(graph[name]):
-            if state.get(target) == 1:
-                return [*stack, name, target]
-            if target not in state and (found := cycle_from(target, [*stack, name])):
-                return found
-        state[name] = 2
-        return None
-
-    for name in sorted(modules):
-        if name not in state:
-            assert cycle_from(name, []) is None, f"import cycle: {cycle_from(name, [])}"
-    for lower in LOWER_THAN_RUNNER:
-        for name, path in modules.items():
-            if name == f"viking_eval.{lower}" or name.startswith(f"viking_eval.{lower}."):
-                anywhere = _imports(path, top_level_only=False, type_checking=True)
-                assert "viking_eval.run.experiment" not in anywhere, f"{name} imports the runner"
-    report_imports = set().union(
-        *(
-            _imports(path, top_level_only=False)
-            for name, path in modules.items()
-            if name.startswith("viking_eval.report")
-        )
-    )
-    assert (
-        not {"viking_eval.results.run_folder", "viking_eval.gate.checks", "viking_eval.sweep.summary"}
-        & report_imports
-    )
-    # run_folder writes; the result model and the reports never touch files themselves
-    for name in ("viking_eval.results.model", "viking_eval.report.markdown", "viking_eval.report.page"):
-        assert "viking_eval.files" not in _imports(modules[name], top_level_only=False), name

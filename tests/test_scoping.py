@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from retrievers.baselines import BM25Params, BM25Retriever
 from retrievers.types import RetrievalResult
 from viking_eval.config import load_settings
-from viking_eval.run import experiment as runner
+from viking_eval.run import evaluate as evaluating
 from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ class SpyRetriever(BM25Retriever):
 def scoped_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     folder = _write_dataset(tmp_path / "tiny")
     SEEN.clear()
-    monkeypatch.setattr(runner, "get_class", lambda target: SpyRetriever)
+    monkeypatch.setattr(evaluating, "resolve", lambda *_: SpyRetriever)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(
             config_name="config",

@@ -159,10 +159,10 @@ def test_an_old_store_is_refused_with_a_message_to_rebuild(tmp_path: Path) -> No
 
 def test_the_harness_cache_key_names_the_store_format(monkeypatch: pytest.MonkeyPatch) -> None:
     # an entry built by an older layout is never found by this one: the store is rebuilt
-    import viking_eval.run.experiment as runner
+    import viking_eval.run.store as run_store
 
     assert STORE_FORMAT == 3
-    source = Path(runner.__file__).read_text(encoding="utf-8")
+    source = Path(run_store.__file__).read_text(encoding="utf-8")
     assert 'f"format:{STORE_FORMAT}"' in source
 
 

@@ -20,13 +20,13 @@ finished.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -47,31 +47,12 @@ from viking_eval.config.compose import (
 )
 from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
-from viking_eval.data.splits import check_half_for_sweep
+from viking_eval.data.splits import Phase, check_half_for_sweep
+from viking_eval.exits import EXIT_FAILED, EXIT_OK, debugging, invalid
 from viking_eval.progress import quiet_libraries
 from viking_eval.run.cache import CacheError
 
-EXIT_OK = 0
-EXIT_FAILED = 1  # a gate check failed, or a bug
-EXIT_INVALID = 2  # bad config or data
-DEBUG_ENV = "VIKING_EVAL_DEBUG"
 OPTUNA_SWEEPER = "hydra_plugins.viking_optuna_sweeper.sweeper.VikingOptunaSweeper"
-
-
-def debugging() -> bool:
-    """``VIKING_EVAL_DEBUG=1`` (or Hydra's ``HYDRA_FULL_ERROR=1``): tracebacks for config and data errors."""
-    return os.environ.get(DEBUG_ENV, "") not in ("", "0") or os.environ.get("HYDRA_FULL_ERROR", "") not in (
-        "",
-        "0",
-    )
-
-
-def invalid(line: str) -> NoReturn:
-    """Print ``error: <line>`` (and, when debugging, the exception being handled) and exit 2."""
-    if debugging() and sys.exc_info()[0] is not None:
-        traceback.print_exc()
-    print(f"error: {line}", file=sys.stderr, flush=True)
-    sys.exit(EXIT_INVALID)
 
 
 # --------------------------------------------------------------------------- pre-flight
@@ -84,11 +65,8 @@ def preflight(argv: Sequence[str]) -> None:
     problem. A ``--config-dir`` is searched first, as Hydra does; commands that run nothing
     (``--help``, ``--cfg``, ...) and another primary config folder (``--config-path``) are left to
     Hydra (the app validates the composed config before it builds anything)."""
-    from hydra._internal.utils import get_args_parser
-
-    try:
-        args = get_args_parser().parse_args(list(argv))
-    except SystemExit:
+    args = _hydra_arguments(argv)
+    if args is None:
         return  # argparse printed its usage; Hydra will too
     if any(getattr(args, flag, None) for flag in _NO_RUN_FLAGS) or args.config_path:
         return
@@ -104,6 +82,18 @@ def preflight(argv: Sequence[str]) -> None:
         invalid(error.line())
     except (HydraException, OmegaConfBaseException) as error:
         invalid(explain(error, overrides).line())
+
+
+def _hydra_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``argv`` read as the Hydra app will read it (flags, ``--config-dir``, overrides); None when
+    argparse refuses it. Hydra has no public API for its command-line parser, so this is the CLI's
+    one use of ``hydra._internal``: the pre-flight must see exactly the arguments the app will."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        return get_args_parser().parse_args(list(argv))
+    except SystemExit:
+        return None
 
 
 def _settings(cfg: DictConfig, *, multirun: bool) -> Settings:
@@ -156,8 +146,8 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
         _settings(base, multirun=True)
 
 
-def _container(node: Any) -> dict[str, Any]:
-    plain = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
+def _container(node: Any, *, resolve: bool = False) -> dict[str, Any]:
+    plain = OmegaConf.to_container(node, resolve=resolve) if isinstance(node, DictConfig) else {}
     return {str(key): value for key, value in plain.items()} if isinstance(plain, dict) else {}
 
 
@@ -167,25 +157,18 @@ def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], 
     categorical parameter); sampled numbers are the trial's, checked when it runs."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, search_space
+    from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, check_study
 
-    plain = OmegaConf.to_container(base.hydra.sweeper, resolve=True)
-    assert isinstance(plain, dict)
-    settings = {str(key): value for key, value in plain.items()}
+    settings = _container(base.hydra.sweeper, resolve=True)
     settings.pop("_target_", None)
     try:
-        sweeper = OptunaSweeperImpl(**settings)
-        space, fixed = search_space(
-            sweeper.params, task, OverridesParser.create(), grid=sweeper.sampler_name == "grid"
-        )
-        sweeper.config = base
-        sweeper.check_study(space)  # keys, retrievers, sampler_kwargs that do not fit the sampler
-    except (SweeperConfigError, TypeError, ValueError) as error:
-        message = str(error).splitlines()[0]
-        head = message.split(" ", 1)[0].rstrip(":")
-        key = head if head.startswith("hydra.sweeper") else "hydra.sweeper"
-        detail = message[len(head) :].lstrip(" :") if key == head else message
-        raise ConfigError(key, detail, key=key, detail=detail) from error
+        space, fixed = check_study(OptunaSweeperImpl(**settings), base, task, OverridesParser.create())
+    except SweeperConfigError as error:  # names its key
+        detail = error.detail.splitlines()[0]
+        raise ConfigError(error.key, detail, key=error.key, detail=detail) from error
+    except (TypeError, ValueError) as error:  # a setting the sweeper does not take, or a sampler refuses
+        detail = str(error).splitlines()[0]
+        raise ConfigError("hydra.sweeper", detail, key="hydra.sweeper", detail=detail) from error
     cfg = compose_config([*hydra_overrides, *fixed], config_name=config_name)
     _settings(cfg, multirun=True)
     for param in space:
@@ -208,25 +191,48 @@ def _override_text(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------- programs
-# One function per program, in viking_eval/run/experiment.py (run_program, compare_program) and
-# viking_eval/gate/commands.py (gate_from_settings, which takes the overrides to apply to every check).
+# One function per program of ``python -m viking_eval``; the app validates the config, then calls
+# one of them. The programs hand the one experiment loop (viking_eval/run/experiment.py) to the
+# gate, which never imports it. A benchmark is viking_eval/benchmark/run.py's benchmark_program.
 
 
-def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
+def run_program(
+    settings: Settings, output_dir: Path, *, config_yaml: str = "", phase: Phase = "report"
+) -> dict[str, dict[str, float]]:
+    """Evaluate (``python -m viking_eval experiment=...``; a sweep job with ``phase="tune"``):
+    run, print the summary table, return the objectives for a sweeper."""
+    from viking_eval.report import summary_table
+    from viking_eval.run.experiment import run_experiment
+
+    summary = run_experiment(settings, output_dir, config_yaml=config_yaml, phase=phase)
+    print(f"\n{settings.name}: {summary.dataset} ({summary.split}), {summary.results[0].n_queries} queries")
+    print(summary_table(summary, settings, fmt="simple"))
+    if summary.significance is not None and summary.significance.comparisons:
+        print(summary.significance.legend())
+    print(f"\nreport: {output_dir}/report.md and report.html")
+    return summary.objectives()
+
+
+def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str] = ()) -> int:
     """The regression gate (``gate.baseline=<file>``, ``experiment=ci_regression``): the baseline
-    file's checks, each with the command line's ``overrides`` applied; returns the exit status."""
+    file's checks into ``output_dir``, each with the command line's ``overrides`` applied, one
+    verdict per line; returns the exit status (0 pass, 1 a check failed, 2 the file or a check
+    cannot be used)."""
     from viking_eval.gate import commands as gate
-    from viking_eval.run import experiment as runner
+    from viking_eval.run.experiment import run_experiment
 
-    return gate.gate_from_settings(settings, output_dir, run=runner.run_experiment, overrides=overrides)
+    return gate.gate_from_settings(settings, output_dir, run_experiment, overrides=overrides)
 
 
-def benchmark_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
-    """A benchmark (``benchmark.datasets=[...]``): every dataset's run, then one table
-    (viking_eval/benchmark/run.py); returns the exit status."""
-    from viking_eval.benchmark import run as benchmark
+def compare_program(
+    settings: Settings, output_dir: Path, *, config_yaml: str = "", phase: Phase = "report"
+) -> int:
+    """Evaluate, then gate the run against a stored run folder (``gate.baseline_run=<folder>``):
+    prints the summary, then the verdicts; returns the exit status as :func:`gate_program`."""
+    from viking_eval.gate import commands as gate
 
-    return benchmark.benchmark_program(settings, output_dir, overrides=overrides)
+    run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
+    return gate.compare_from_settings(settings, output_dir)
 
 
 def gate_overrides(task_overrides: Sequence[str]) -> list[str]:
@@ -286,11 +292,11 @@ def app(cfg: DictConfig) -> Any:
     output_dir = Path(hydra_cfg.runtime.output_dir)
     # jobs of a sweep or study evaluate the tuning split; the chosen one is evaluated on the
     # reported split when the sweep ends (viking_eval/sweep/summary.py)
-    phase: Literal["tune", "report"] = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
-    from viking_eval.run import experiment as runner
-
+    phase: Phase = "tune" if hydra_cfg.mode == RunMode.MULTIRUN else "report"
     with _marked_on_failure(output_dir):
         if settings.benchmark.datasets:  # a benchmark (viking_eval/benchmark/run.py), not a sweep
+            from viking_eval.benchmark.run import benchmark_program
+
             sys.exit(
                 benchmark_program(
                     settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]
@@ -301,8 +307,8 @@ def app(cfg: DictConfig) -> Any:
             sys.exit(gate_program(settings, output_dir, overrides=overrides))
         config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         if settings.gate.baseline_run is not None:
-            sys.exit(runner.compare_program(settings, output_dir, config_yaml=config_yaml, phase=phase))
-        return runner.run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
+            sys.exit(compare_program(settings, output_dir, config_yaml=config_yaml, phase=phase))
+        return run_program(settings, output_dir, config_yaml=config_yaml, phase=phase)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

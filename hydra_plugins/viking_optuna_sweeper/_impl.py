@@ -54,7 +54,16 @@ DIRECTIONS = ("maximize", "minimize")
 
 
 class SweeperConfigError(CompactHydraException):
-    """A bad ``hydra.sweeper`` setting or search space, found before any trial runs."""
+    """A bad ``hydra.sweeper`` setting or search space, found before any trial runs. ``key``: the
+    setting at fault (``hydra.sweeper`` when it is the search space as a whole or one of its
+    overrides, which the message names); ``detail``: the message without that key at its start."""
+
+    def __init__(self, message: str, *, key: str = "hydra.sweeper") -> None:
+        super().__init__(message)
+        self.key = key
+        self.detail = (
+            message[len(key) :].lstrip(" :") if message.startswith((f"{key} ", f"{key}:")) else message
+        )
 
 
 class JobExitError(RuntimeError):
@@ -92,17 +101,18 @@ def _params_lines(params: Mapping[str, Any] | None) -> list[str]:
         else:
             raise SweeperConfigError(
                 f"hydra.sweeper.params.{key}: write the search space as a string in override syntax "
-                f"(e.g. 'interval(0,1)' or 'choice(a,b)'), got {value!r}"
+                f"(e.g. 'interval(0,1)' or 'choice(a,b)'), got {value!r}",
+                key=f"hydra.sweeper.params.{key}",
             )
         lines.append(f"{key}={text}")
     return lines
 
 
-def _parse(parser: OverridesParser, line: str, where: str) -> Override:
+def _parse(parser: OverridesParser, line: str, where: str, key: str = "hydra.sweeper") -> Override:
     try:
         return parser.parse_override(line)
     except HydraException as error:
-        raise SweeperConfigError(f"{where}: cannot parse {line!r}: {error}") from error
+        raise SweeperConfigError(f"{where}: cannot parse {line!r}: {error}", key=key) from error
 
 
 def _check_choice(source: str, values: Sequence[Any]) -> None:
@@ -177,7 +187,7 @@ def search_space(
     which replace a key the config gives) and the fixed overrides passed to every trial."""
     by_key: dict[str, Override] = {}
     for line in _params_lines(params):
-        override = _parse(parser, line, "hydra.sweeper.params")
+        override = _parse(parser, line, "hydra.sweeper.params", "hydra.sweeper.params")
         by_key[override.get_key_element()] = override
     fixed: list[str] = []
     for line in arguments:
@@ -293,7 +303,8 @@ def _as_list(value: Any, name: str) -> list[str]:
     if isinstance(value, list | tuple) and value and all(isinstance(item, str) for item in value):
         return list(value)
     raise SweeperConfigError(
-        f"hydra.sweeper.{name} must be a string or a non-empty list of strings, got {value!r}"
+        f"hydra.sweeper.{name} must be a string or a non-empty list of strings, got {value!r}",
+        key=f"hydra.sweeper.{name}",
     )
 
 
@@ -322,29 +333,34 @@ class OptunaSweeperImpl(Sweeper):
         if objective is None:
             raise SweeperConfigError(
                 "hydra.sweeper.objective is required: the value to optimise, as "
-                "<retriever>.<metric> (e.g. bm25.nDCG@10), or a list of them"
+                "<retriever>.<metric> (e.g. bm25.nDCG@10), or a list of them",
+                key="hydra.sweeper.objective",
             )
         self.objectives = _as_list(objective, "objective")
         directions = _as_list(direction, "direction")
         if len(directions) != len(self.objectives):
             raise SweeperConfigError(
                 f"hydra.sweeper.direction has {len(directions)} entries {directions} for "
-                f"{len(self.objectives)} objectives {self.objectives}; give one direction per objective"
+                f"{len(self.objectives)} objectives {self.objectives}; give one direction per objective",
+                key="hydra.sweeper.direction",
             )
         for item in directions:
             if item not in DIRECTIONS:
                 raise SweeperConfigError(
-                    f"hydra.sweeper.direction: {item!r} is not one of {list(DIRECTIONS)}"
+                    f"hydra.sweeper.direction: {item!r} is not one of {list(DIRECTIONS)}",
+                    key="hydra.sweeper.direction",
                 )
         self.directions = directions
         if sampler not in SAMPLERS:
             raise SweeperConfigError(
-                f"hydra.sweeper.sampler: unknown sampler {sampler!r}; use one of {list(SAMPLERS)}"
+                f"hydra.sweeper.sampler: unknown sampler {sampler!r}; use one of {list(SAMPLERS)}",
+                key="hydra.sweeper.sampler",
             )
         if sampler == "cmaes" and len(self.objectives) > 1:
             raise SweeperConfigError(
                 "hydra.sweeper.sampler: cmaes optimises a single objective; use nsgaii, tpe or "
-                f"random for {len(self.objectives)} objectives"
+                f"random for {len(self.objectives)} objectives",
+                key="hydra.sweeper.sampler",
             )
         self.sampler_name = sampler
         self.seed = seed
@@ -355,7 +371,10 @@ class OptunaSweeperImpl(Sweeper):
         )
         for name, number in (("n_trials", n_trials), ("n_jobs", n_jobs)):
             if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-                raise SweeperConfigError(f"hydra.sweeper.{name} must be an integer >= 1, got {number!r}")
+                raise SweeperConfigError(
+                    f"hydra.sweeper.{name} must be an integer >= 1, got {number!r}",
+                    key=f"hydra.sweeper.{name}",
+                )
         self.n_trials = n_trials
         self.n_jobs = n_jobs
         self.storage = storage
@@ -375,9 +394,15 @@ class OptunaSweeperImpl(Sweeper):
             hydra_context=hydra_context, task_function=FailOnExit(task_function), config=config
         )
 
+    def _config(self) -> DictConfig:
+        """The config :meth:`setup` was given (Hydra sets a sweeper up before it sweeps)."""
+        if self.config is None:
+            raise RuntimeError("OptunaSweeperImpl used before setup(): Hydra sets the sweeper up first")
+        return self.config
+
     # -- study --------------------------------------------------------------------------------
 
-    def _sampler(self, space: list[SearchParam], seed: int | None) -> optuna.samplers.BaseSampler:
+    def make_sampler(self, space: list[SearchParam], seed: int | None) -> optuna.samplers.BaseSampler:
         import optuna
 
         kwargs = {**self.sampler_kwargs, "seed": seed}
@@ -393,14 +418,14 @@ class OptunaSweeperImpl(Sweeper):
             return factory(**kwargs)
         except TypeError as error:
             raise SweeperConfigError(
-                f"hydra.sweeper.sampler_kwargs {self.sampler_kwargs} do not fit the {self.sampler_name} sampler: {error}"
+                f"hydra.sweeper.sampler_kwargs {self.sampler_kwargs} do not fit the {self.sampler_name} sampler: {error}",
+                key="hydra.sweeper.sampler_kwargs",
             ) from error
 
     def _study(self, space: list[SearchParam]) -> optuna.Study:
         import optuna
 
-        assert self.config is not None
-        name = self.study_name or str(self.config.get("name") or "viking_eval")
+        name = self.study_name or str(self._config().get("name") or "viking_eval")
         if self.storage and self.storage.startswith("sqlite:///"):
             path = self.storage.removeprefix("sqlite:///")
             if path and path != ":memory:":
@@ -437,7 +462,7 @@ class OptunaSweeperImpl(Sweeper):
                 self.seed,
                 n_existing,
             )
-        study.sampler = self._sampler(space, seed)
+        study.sampler = self.make_sampler(space, seed)
         stale = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         for trial in stale:
             # left RUNNING by a process that was killed: its job never reported
@@ -447,22 +472,15 @@ class OptunaSweeperImpl(Sweeper):
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def check_study(self, space: list[SearchParam]) -> None:
-        """Refuse (SweeperConfigError, TypeError, ValueError) a search space or settings the study
-        cannot run, before it exists: keys, retrievers, and sampler_kwargs that do not fit the
-        sampler (the CLI's pre-flight calls this too)."""
-        self._check_keys(space)
-        self._check_retrievers()
-        self._sampler(space, self.seed)
-
     def sweep(self, arguments: list[str]) -> Any:
         import optuna
 
-        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        config = self._config()
+        if self.hydra_context is None:
+            raise RuntimeError("OptunaSweeperImpl.sweep() before setup(): Hydra sets the sweeper up first")
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         grid = self.sampler_name == "grid"
-        space, fixed = search_space(self.params, arguments, parser, grid=grid)
-        self.check_study(space)
+        space, fixed = check_study(self, config, arguments, parser)
         study = self._study(space)
         distributions = {param.key: param.distribution for param in space}
         finished_states = (
@@ -483,7 +501,7 @@ class OptunaSweeperImpl(Sweeper):
             self.objectives if len(self.objectives) > 1 else self.objectives[0],
             self.directions if len(self.directions) > 1 else self.directions[0],
         )
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir = Path(str(config.hydra.sweep.dir))
 
         returns: list[Sequence[JobReturn]] = []
         while remaining > 0:
@@ -513,7 +531,7 @@ class OptunaSweeperImpl(Sweeper):
 
     def _save_multirun(self, sweep_dir: Path) -> None:
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        OmegaConf.save(self._config(), sweep_dir / "multirun.yaml")
 
     def _refuse_folder_clashes(
         self, study: optuna.Study, trials: list[optuna.Trial], overrides: Mapping[int, list[str]]
@@ -527,8 +545,7 @@ class OptunaSweeperImpl(Sweeper):
 
         from viking_eval.sweep.summary import job_folder_clashes, numbered_job_dirs, refuse_clashes
 
-        assert self.config is not None
-        sweep_dir = numbered_job_dirs(self.config)
+        sweep_dir = numbered_job_dirs(self._config())
         if sweep_dir is None or not sweep_dir.is_dir():
             return
         clashes = job_folder_clashes(sweep_dir, overrides)
@@ -537,45 +554,14 @@ class OptunaSweeperImpl(Sweeper):
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             refuse_clashes(clashes, "trial")
 
-    def _check_keys(self, space: list[SearchParam]) -> None:
-        """A swept key that is not in the config would fail every trial at composition: say so
-        before any runs. Keys that add (+), delete (~) or select a config group are left to Hydra."""
-        assert self.config is not None
-        groups = set(self.config.hydra.runtime.choices)
-        for param in space:
-            key = param.key
-            if key.startswith(("+", "~")) or "@" in key or key in groups:
-                continue
-            try:
-                found = OmegaConf.select(self.config, key, default=_MISSING)
-            except Exception:  # an interpolation that does not resolve here: the key exists
-                continue
-            if found is _MISSING:
-                raise SweeperConfigError(
-                    f"{param.source}: {key} is not in the config (a typo? '+{key}=...' adds a new key)"
-                )
-
-    def _check_retrievers(self) -> None:
-        """An objective naming a retriever the experiment does not have fails every trial: say so
-        before any runs (tasks that return other shapes have no `retrievers` to check against)."""
-        assert self.config is not None
-        retrievers = self.config.get("retrievers")
-        if not isinstance(retrievers, DictConfig) or not len(retrievers):
-            return
-        names = [str(name) for name in retrievers]
-        for objective in self.objectives:
-            if not any(objective.startswith(f"{name}.") for name in names):
-                raise SweeperConfigError(
-                    f"hydra.sweeper.objective {objective!r} names no retriever of this run; "
-                    f"write <retriever>.<metric> with a retriever among {names}"
-                )
-
     def _run_batch(
         self, study: optuna.Study, trials: list[optuna.Trial], overrides: Mapping[int, list[str]]
     ) -> list[JobReturn]:
         import optuna
 
-        assert self.launcher is not None
+        if self.launcher is None:
+            raise RuntimeError("OptunaSweeperImpl used before setup(): Hydra sets the sweeper up first")
+        launcher = self.launcher
         runnable: list[int] = []
         by_number = {trial.number: trial for trial in trials}
         for trial in trials:
@@ -597,7 +583,7 @@ class OptunaSweeperImpl(Sweeper):
         try:
             # a job's folder is its trial number: launch runs of consecutive numbers together
             for run in _consecutive_runs(runnable):
-                launched = self.launcher.launch([overrides[number] for number in run], initial_job_idx=run[0])
+                launched = launcher.launch([overrides[number] for number in run], initial_job_idx=run[0])
                 results.update(zip(run, launched, strict=True))
         except BaseException:
             for number in runnable:  # so that a resumed study does not wait for them
@@ -648,6 +634,56 @@ class OptunaSweeperImpl(Sweeper):
         path.write_text(text, encoding="utf-8")
         print(f"\noptimization results ({path}):\n{text}")
         return path
+
+
+def check_study(
+    sweeper: OptunaSweeperImpl, config: DictConfig, arguments: Sequence[str], parser: OverridesParser
+) -> tuple[list[SearchParam], list[str]]:
+    """The study's search space and fixed overrides (:func:`search_space`), checked before any
+    trial runs, by the sweeper itself and by the CLI's pre-flight (viking_eval/cli.py): every
+    swept key is in ``config``, every objective names one of its retrievers, the sampler_kwargs
+    fit the sampler. A problem is a SweeperConfigError naming the setting (its ``key``)."""
+    space, fixed = search_space(sweeper.params, arguments, parser, grid=sweeper.sampler_name == "grid")
+    _check_keys(config, space)
+    _check_retrievers(config, sweeper.objectives)
+    sweeper.make_sampler(
+        space, sweeper.seed
+    )  # sampler_kwargs that do not fit fail here, before the study exists
+    return space, fixed
+
+
+def _check_keys(config: DictConfig, space: list[SearchParam]) -> None:
+    """A swept key that is not in the config would fail every trial at composition: say so
+    before any runs. Keys that add (+), delete (~) or select a config group are left to Hydra."""
+    groups = set(config.hydra.runtime.choices)
+    for param in space:
+        key = param.key
+        if key.startswith(("+", "~")) or "@" in key or key in groups:
+            continue
+        try:
+            found = OmegaConf.select(config, key, default=_MISSING)
+        except Exception:  # an interpolation that does not resolve here: the key exists
+            continue
+        if found is _MISSING:
+            raise SweeperConfigError(
+                f"{param.source}: {key} is not in the config (a typo? '+{key}=...' adds a new key)"
+            )
+
+
+def _check_retrievers(config: DictConfig, objectives: Sequence[str]) -> None:
+    """An objective naming a retriever the experiment does not have fails every trial: say so
+    before any runs (tasks that return other shapes have no `retrievers` to check against)."""
+    retrievers = config.get("retrievers")
+    if not isinstance(retrievers, DictConfig) or not len(retrievers):
+        return
+    names = [str(name) for name in retrievers]
+    for objective in objectives:
+        if not any(objective.startswith(f"{name}.") for name in names):
+            raise SweeperConfigError(
+                f"hydra.sweeper.objective {objective!r} names no retriever of this run; "
+                f"write <retriever>.<metric> with a retriever among {names}",
+                key="hydra.sweeper.objective",
+            )
 
 
 def _consecutive_runs(numbers: list[int]) -> list[list[int]]:

@@ -95,14 +95,13 @@ def compose_config(
     """The config for ``overrides`` (inside :func:`hydra_session`); the ``hydra`` node only with
     ``with_hydra``. In MULTIRUN mode sweep overrides are allowed and left out of the result."""
     hydra = GlobalHydra.instance().hydra
-    assert hydra is not None, "compose_config needs hydra_session()"
+    if hydra is None:
+        raise RuntimeError("compose_config needs hydra_session()")
     cfg = hydra.compose_config(
         config_name=config_name, overrides=list(overrides), run_mode=run_mode, with_log_configuration=False
     )
     if not with_hydra:
-        with_hydra_removed = OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
-        assert isinstance(with_hydra_removed, DictConfig)
-        return with_hydra_removed
+        return OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
     return cfg
 
 
@@ -113,9 +112,9 @@ def job_overrides(base: DictConfig, task_overrides: Sequence[str]) -> list[list[
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     params = base.hydra.sweeper.get("params")
-    plain = OmegaConf.to_container(params, resolve=False) if isinstance(params, DictConfig) else {}
-    assert isinstance(plain, dict)
-    lines = [f"{key!s}={value}" for key, value in plain.items()] + list(task_overrides)
+    plain = OmegaConf.to_container(params, resolve=False) if isinstance(params, DictConfig) else None
+    given = plain if isinstance(plain, dict) else {}  # a DictConfig's container is a dict
+    lines = [f"{key!s}={value}" for key, value in given.items()] + list(task_overrides)
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(lines)
     return BasicSweeper.split_arguments(parsed, None)[0]

@@ -113,6 +113,7 @@ def typed_values(
         converted = OmegaConf.to_container(merged, resolve=False, throw_on_missing=False)
     except OmegaConfBaseException as error:
         raise from_validation_error(where, error, schema if init else cls) from None
-    assert isinstance(converted, dict)
+    if not isinstance(converted, dict):  # a structured schema merges into a mapping
+        raise TypeError(f"{where}: the schema {type(schema).__name__} did not give a mapping")
     given: dict[str, Any] = _given(dict(values), converted)
     return given

@@ -27,7 +27,7 @@ def gate_from_settings(
     settings: Settings, output_dir: Path, run: RunExperiment, *, overrides: Sequence[str] = ()
 ) -> int:
     """``python -m viking_eval ... gate.baseline=<file>``: run the file's checks; exit status.
-    ``run``: the runner's ``run_experiment`` (``runner.gate_program`` passes it). ``overrides``:
+    ``run``: the runner's ``run_experiment`` (viking_eval/cli.py's ``gate_program`` passes it). ``overrides``:
     the command line's own overrides (``store.bm25.k1=0.05``), applied after each check's command
     so that the gate tests what the command line says; printed, and recorded in gate.txt's
     summary line."""
@@ -74,7 +74,7 @@ def compare_from_settings(settings: Settings, run_dir: Path) -> int:
 
 def main(argv: Sequence[str] | None, *, run: RunExperiment) -> int:
     """``python -m viking_eval.gate``; ``run``: the runner's ``run_experiment`` for ``check`` and
-    ``record`` (``runner.gate_cli`` passes it)."""
+    ``record`` (``python -m viking_eval.gate``, viking_eval/gate/__main__.py, passes it)."""
     parser = argparse.ArgumentParser(
         prog="python -m viking_eval.gate",
         description="Regression gate: check runs against expected scores (see README, 'Regression gate').",

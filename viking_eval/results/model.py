@@ -56,6 +56,17 @@ class RunSummary:
     def metrics(self) -> dict[str, dict[str, float]]:
         return {result.name: result.metrics for result in self.results}
 
+    def objectives(self) -> dict[str, dict[str, float]]:
+        """What a sweeper optimises (``hydra.sweeper.objective``, e.g. ``bm25.nDCG@10``): every
+        metric, and p50/p95 latency for quality-vs-latency studies."""
+        return {
+            result.name: {
+                **result.metrics,
+                **{f"latency.{key}": result.latency[key] for key in ("p50_ms", "p95_ms") if result.latency},
+            }
+            for result in self.results
+        }
+
 
 class RunExperiment(Protocol):
     """The runner's ``run_experiment``, as the gate and the sweep's best-configuration step take it

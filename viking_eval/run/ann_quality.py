@@ -89,12 +89,12 @@ class AnnQuality:
     def add(self, retriever: object, texts: Sequence[str]) -> None:
         """Measure ``texts`` (queries the retriever just answered) when :meth:`applies`; encoded
         in the kernel's blocks of ``query_batch_size``, so the cached vectors are reused."""
-        if not self.applies(retriever):
+        if not isinstance(retriever, KernelRetriever) or not self.applies(retriever):
             return
-        assert isinstance(retriever, KernelRetriever)
         started = time.perf_counter()
         index = retriever.store.vectors
-        assert isinstance(index, FaissVectorIndex)
+        if not isinstance(index, FaissVectorIndex):  # what applies() checked (approximate_vectors)
+            raise TypeError(f"ann quality: the store's index is {type(index).__name__}, not a faiss index")
         self.kind = index.kind
         params = retriever.params
         self.knobs = {

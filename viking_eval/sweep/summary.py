@@ -219,7 +219,7 @@ def job_folder_clashes(sweep_dir: Path, jobs: Mapping[int, Sequence[str]]) -> li
 def refuse_clashes(clashes: Sequence[JobFolderClash], what: str = "job") -> None:
     """Exit 2 with one line naming the first clash (nothing has been written)."""
     if clashes:
-        from viking_eval.cli import invalid
+        from viking_eval.exits import invalid
 
         invalid(f"hydra.sweep.dir: {clashes[0].detail(what, len(clashes))}")
 
