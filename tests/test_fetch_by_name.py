@@ -25,10 +25,12 @@ from pathlib import Path
 
 import pytest
 from conftest import unreachable_url
+from filelock import FileLock
 
 from viking_eval.data.errors import DataError
+from viking_eval.data.fetch import fetch_converted
 from viking_eval.data.registry import load_registry
-from viking_eval.data.transfer import mirrored
+from viking_eval.data.transfer import DownloadError, mirrored
 
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = load_registry(REPO / "datasets" / "registry.yaml")
@@ -290,3 +292,19 @@ def test_the_mirror_replaces_scheme_and_host(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("VIKING_EVAL_MIRROR", "ftp://mirror")
     with pytest.raises(DataError, match=r"VIKING_EVAL_MIRROR='ftp://mirror': must be an http\(s\) base URL"):
         mirrored(url)
+
+
+def test_a_fetch_waits_for_the_lock_of_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holding ``.adi.lock`` (fetching adi): this fetch does not start a second
+    transfer; with a bound on the wait it gives up with one line, nothing fetched or installed."""
+    closed = unreachable_url().removesuffix("/v1")  # were anything fetched, it would fail differently
+    monkeypatch.setenv("VIKING_EVAL_MIRROR", closed)
+    dest = tmp_path / "data"
+    dest.mkdir()
+    with FileLock(str(dest / ".adi.lock")), pytest.raises(DownloadError) as caught:
+        fetch_converted("adi", dest, lock_timeout=0.05)
+    assert str(caught.value) == (
+        f"{dest / '.adi.lock'}: another download of adi still holds the lock after 0.05 s; "
+        "wait for it to finish or stop it"
+    )
+    assert [p.name for p in dest.iterdir()] == [".adi.lock"]

@@ -29,6 +29,7 @@ either holds a complete dataset or does not exist.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -72,6 +73,8 @@ DOWNLOAD_ENV = "VIKING_EVAL_DOWNLOAD"
 """Environment variable: ``never`` turns automatic downloads off whatever the config says."""
 DOWNLOAD_MODES = ("auto", "never")
 """``dataset.download``: ``auto`` fetches a missing registry dataset into the data folder."""
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- download
@@ -165,10 +168,10 @@ def download_dataset(
         raise DownloadError(
             f"{dest}: cannot write the destination folder ({exc.strerror or exc}); pass --dest a writable folder"
         ) from exc
-    with holding(lock, name, lock_timeout):
+    with holding(lock, name, lock_timeout, log):
         if target.exists():  # the download we waited for put it there
             return _existing(target, name)
-        remove_stale_partials(dest, name, before=time.time())
+        remove_stale_partials(dest, name, before=time.time(), log=log)
         _fetch_and_unpack(name, source, target, expected_sha, expected_files, limits, announce)
     return target
 
@@ -287,10 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for entry in reg.datasets.values():
                 status = "download" if entry.url else "not public"
                 print(f"{entry.name:20s} {status:10s} {entry.license}")
-            for converted in reg.converted.values():
-                if converted.name not in reg.datasets:
+            for rebuilt in reg.converted.values():
+                if rebuilt.name not in reg.datasets:
                     print(
-                        f"{converted.name:20s} {'convert':10s} raw release: {', '.join(r.url for r in converted.raw)}"
+                        f"{rebuilt.name:20s} {'convert':10s} raw release: {', '.join(r.url for r in rebuilt.raw)}"
                     )
             if reg.local_names:
                 print(f"local ({DATA_ENV}): {', '.join(reg.local_names)}")

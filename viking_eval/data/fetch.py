@@ -21,6 +21,7 @@ Offline (no server answers) is :class:`~viking_eval.data.transfer.Unreachable`;
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import tempfile
@@ -46,6 +47,8 @@ from viking_eval.data.transfer import (
 __all__ = ["converted_entry", "fetch_converted", "offline_advice"]
 
 Log = Callable[[str], None]
+
+logger = logging.getLogger(__name__)
 
 
 def converted_entry(name: str, registry: Path | None = None) -> ConvertedEntry | None:
@@ -101,12 +104,12 @@ def fetch_converted(
         raise DownloadError(
             f"{dest}: cannot write the destination folder ({exc.strerror or exc}); pass --dest a writable folder"
         ) from exc
-    with holding(lock, name, lock_timeout):
+    with holding(lock, name, lock_timeout, logger):
         if holds_dataset(target):  # the fetch we waited for put it there
             return target
         if target.exists():
             raise DataError(f"{target}: exists but holds no corpus; remove it and run again")
-        remove_stale_partials(dest, name, before=time.time())
+        remove_stale_partials(dest, name, before=time.time(), log=logger)
         _fetch_convert_install(entry, target, registry, announce, log)
     return target
 

@@ -46,8 +46,6 @@ MIRROR_ENV = "VIKING_EVAL_MIRROR"
 
 _CHUNK = 1 << 20
 
-log = logging.getLogger(__name__)
-
 
 class DownloadError(OSError):
     """The network transfer failed (HTTP error, connection error, truncated body), the
@@ -129,7 +127,7 @@ def _partial_pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.(?:zip\.part|unpack)")
 
 
-def remove_stale_partials(dest: Path, name: str, *, before: float) -> list[Path]:
+def remove_stale_partials(dest: Path, name: str, *, before: float, log: logging.Logger) -> list[Path]:
     """Remove what a killed download of ``name`` left in ``dest``: only this dataset's partial
     files and folders, and only those older than ``before`` (when the lock was taken)."""
     pattern = _partial_pattern(name)
@@ -160,7 +158,7 @@ def dataset_lock(dest: Path, name: str) -> FileLock:
 
 
 @contextmanager
-def holding(lock: FileLock, name: str, timeout: float | None) -> Iterator[None]:
+def holding(lock: FileLock, name: str, timeout: float | None, log: logging.Logger) -> Iterator[None]:
     """Hold ``lock``; if another download holds it, say so once and wait (``timeout`` seconds,
     ``None``: as long as it takes; a killed holder releases it at once)."""
     try:
