@@ -145,13 +145,13 @@ def test_how_to_get_a_dataset_says_download_convert_or_folder() -> None:
         "download it with python -m viking_eval.data.download scifact (needs internet) or set VIKING_EVAL_DATA "
         "to a folder holding scifact/"
     )
+    # the converted datasets are fetched by name too: their raw release, converted (issue 25)
     assert how_to_get("adi") == (
-        "build it from its public release with python -m viking_eval.data.convert adi adi.tar.gz (python -m "
-        "viking_eval.data.convert --help says where to get adi.tar.gz) or set VIKING_EVAL_DATA to a folder "
-        "holding adi/"
+        "download it with python -m viking_eval.data.download adi (needs internet: it fetches adi.tar.gz from "
+        "its public release and converts it) or set VIKING_EVAL_DATA to a folder holding adi/"
     )
     assert how_to_get("cosqa").startswith(
-        "build it from its public release with python -m viking_eval.data.convert cosqa code_idx_map.txt "
+        "download it with python -m viking_eval.data.download cosqa (needs internet: it fetches code_idx_map.txt "
     )
     assert how_to_get("mine") == (
         "set VIKING_EVAL_DATA to a folder holding mine/, or give its folder (dataset.path=...); "

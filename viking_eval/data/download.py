@@ -29,40 +29,44 @@ either holds a complete dataset or does not exist.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import http.client
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-import zipfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from filelock import FileLock, Timeout
-from tqdm import tqdm
 
 from viking_eval.data.archive import ExtractLimits, content_root, has_corpus, holds_dataset, safe_extract_zip
 from viking_eval.data.checksums import CHECKSUMS_FILE, record_checksums
 from viking_eval.data.errors import DataError
+from viking_eval.data.fetch import converted_entry, fetch_converted, offline_advice
 from viking_eval.data.locations import DATA_ENV, data_home, data_search_path
 from viking_eval.data.registry import NAME_RE, load_registry, registry_path
+from viking_eval.data.transfer import (
+    MIRROR_ENV,
+    DownloadError,
+    Unreachable,
+    dataset_lock,
+    holding,
+    mirrored,
+    remove_stale_partials,
+    stream,
+)
 from viking_eval.files import sha256_file
 
 __all__ = [
     "DOWNLOAD_ENV",
     "DOWNLOAD_MODES",
+    "MIRROR_ENV",
     "DownloadError",
+    "Unreachable",
     "download_dataset",
     "downloads_allowed",
     "main",
+    "mirrored",
 ]
 
 DOWNLOAD_ENV = "VIKING_EVAL_DOWNLOAD"
@@ -70,61 +74,10 @@ DOWNLOAD_ENV = "VIKING_EVAL_DOWNLOAD"
 DOWNLOAD_MODES = ("auto", "never")
 """``dataset.download``: ``auto`` fetches a missing registry dataset into the data folder."""
 
-_CHUNK = 1 << 20
-
 log = logging.getLogger(__name__)
 
 
-class DownloadError(OSError):
-    """The network transfer failed (HTTP error, connection error, truncated body), the
-    destination cannot be written, or another download of the dataset holds its lock too long."""
-
-
 # --------------------------------------------------------------------------- download
-
-
-def _stream(url: str, sink: Path, desc: str, announce: str | None = None) -> str:
-    """Write the body of ``url`` to ``sink``; return its sha256. ``announce`` is printed to
-    stderr once the server answers (so that an offline machine sees only the error)."""
-    digest = hashlib.sha256()
-    received = 0
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(sink, "wb") as out:
-            if announce:
-                print(announce, file=sys.stderr, flush=True)
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-            with tqdm(
-                total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, disable=None
-            ) as bar:
-                for block in iter(lambda: response.read(_CHUNK), b""):
-                    out.write(block)
-                    digest.update(block)
-                    received += len(block)
-                    bar.update(len(block))
-    except urllib.error.HTTPError as exc:
-        raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
-    except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, short reads
-        raise DownloadError(f"{url}: download failed: {exc}") from exc
-    if total is not None and received != total:
-        raise DownloadError(f"{url}: truncated download ({received} of {total} bytes)")
-    if total is None and _cut_short_zip(sink):
-        # no Content-Length to check against: a body cut short by a closed connection looks like
-        # a finished one; a zip's start without its end record is such a body, a failed transfer
-        raise DownloadError(
-            f"download of {url} failed: the connection closed after {received} bytes with no "
-            "Content-Length to check against, and they are not a complete zip archive (its end "
-            "record is missing: the transfer was cut short); try again"
-        )
-    return digest.hexdigest()
-
-
-def _cut_short_zip(path: Path) -> bool:
-    """Whether ``path`` starts as a zip (a local file header) but has no end record: the first
-    part of an archive (a body that is no zip at all is left to the unpacking's message)."""
-    with open(path, "rb") as handle:
-        starts_as_zip = handle.read(4) == b"PK\x03\x04"
-    return starts_as_zip and not zipfile.is_zipfile(path)
 
 
 def _check_files(root: Path, expected: Mapping[str, str], name: str) -> None:
@@ -139,65 +92,6 @@ def _check_files(root: Path, expected: Mapping[str, str], name: str) -> None:
             raise DataError(
                 f"{name}/{rel}: sha256 mismatch: expected {digest} (registry datasets.{name}.files), got {actual}"
             )
-
-
-def _partial_pattern(name: str) -> re.Pattern[str]:
-    """Names of this dataset's temporary files and folders (``tempfile`` adds 8 characters of
-    ``[a-z0-9_]``); anchored so that ``nq`` never matches ``nq.x``'s."""
-    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.(?:zip\.part|unpack)")
-
-
-def _remove_stale_partials(dest: Path, name: str, *, before: float) -> list[Path]:
-    """Remove what a killed download of ``name`` left in ``dest``: only this dataset's partial
-    files and folders, and only those older than ``before`` (when the lock was taken)."""
-    pattern = _partial_pattern(name)
-    removed = []
-    for child in sorted(dest.iterdir()):
-        if not pattern.fullmatch(child.name):
-            continue
-        try:
-            if child.lstat().st_mtime >= before:
-                continue
-        except FileNotFoundError:
-            continue
-        log.warning("removing %s, left by an interrupted download of %s", child, name)
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child, ignore_errors=True)
-        else:
-            child.unlink(missing_ok=True)
-        removed.append(child)
-    return removed
-
-
-def _dataset_lock(dest: Path, name: str) -> FileLock:
-    """The lock of ``dest/name``, after checking that its file can be created (filelock retries
-    some open errors, such as permission denied, until its timeout, which never comes)."""
-    lock_path = dest / f".{name}.lock"
-    os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666))
-    return FileLock(str(lock_path))
-
-
-@contextmanager
-def _holding(lock: FileLock, name: str, timeout: float | None) -> Iterator[None]:
-    """Hold ``lock``; if another download holds it, say so once and wait (``timeout`` seconds,
-    ``None``: as long as it takes; a killed holder releases it at once)."""
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log.warning(
-            "another download of %s is running (lock %s); waiting for it to finish", name, lock.lock_file
-        )
-        try:
-            lock.acquire(timeout=-1 if timeout is None else timeout)
-        except Timeout:
-            raise DownloadError(
-                f"{lock.lock_file}: another download of {name} still holds the lock after {timeout:g} s; "
-                "wait for it to finish or stop it"
-            ) from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _existing(target: Path, name: str) -> Path:
@@ -252,6 +146,8 @@ def download_dataset(
             f"known: {', '.join(sorted(reg.datasets))}"
         )
     source = url if url is not None else entry.url if entry is not None else None
+    if source is not None and url is None:
+        source = mirrored(source)  # a mirror of the registry's URL; --url is taken as given
     if source is None:
         notes = entry.notes if entry is not None else ""
         raise DataError(
@@ -267,15 +163,15 @@ def download_dataset(
         return _existing(target, name)
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        lock = _dataset_lock(dest, name)
+        lock = dataset_lock(dest, name)
     except OSError as exc:
         raise DownloadError(
             f"{dest}: cannot write the destination folder ({exc.strerror or exc}); pass --dest a writable folder"
         ) from exc
-    with _holding(lock, name, lock_timeout):
+    with holding(lock, name, lock_timeout, log):
         if target.exists():  # the download we waited for put it there
             return _existing(target, name)
-        _remove_stale_partials(dest, name, before=time.time())
+        remove_stale_partials(dest, name, before=time.time(), log=log)
         _fetch_and_unpack(name, source, target, expected_sha, expected_files, limits, announce)
     return target
 
@@ -298,7 +194,7 @@ def _fetch_and_unpack(
     unpack_dir: Path | None = None
     try:
         unpack_dir = Path(tempfile.mkdtemp(dir=dest, prefix=f".{name}.", suffix=".unpack"))
-        actual_sha = _stream(source, archive, desc=f"download {name}", announce=announce)
+        actual_sha = stream(source, archive, desc=f"download {name}", announce=announce)
         if expected_sha is not None and actual_sha != expected_sha:
             raise DataError(
                 f"{source}: sha256 mismatch: expected {expected_sha} (registry datasets.{name}.sha256), "
@@ -351,12 +247,17 @@ def downloads_allowed(mode: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry; returns the process exit code: 0 ok, 2 bad input (registry, archive,
-    checksum), 1 a failed transfer or an unwritable destination. Errors are one line on stderr."""
+    checksum) or no server reachable (offline: as a run exits), 1 a failed transfer (an HTTP
+    error, a cut-short body) or an unwritable destination. Errors are one line on stderr."""
     parser = argparse.ArgumentParser(
         prog="python -m viking_eval.data.download",
-        description="Download a public BEIR dataset listed in datasets/registry.yaml.",
+        description=(
+            "Download a dataset of datasets/registry.yaml by name: a public BEIR zip, or a converted "
+            "dataset's raw public release(s), converted with python -m viking_eval.data.convert."
+        ),
+        epilog=f"{MIRROR_ENV}=http://host:port[/path] replaces the scheme and host of every registry URL.",
     )
-    parser.add_argument("name", nargs="?", help="dataset name, e.g. scifact")
+    parser.add_argument("name", nargs="?", help="dataset name, e.g. scifact or adi")
     parser.add_argument(
         "--dest",
         type=Path,
@@ -366,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--registry", type=Path, default=None, help=f"registry YAML (default: {registry_path()})"
     )
-    parser.add_argument("--url", default=None, help="download from this URL instead (a mirror)")
+    parser.add_argument("--url", default=None, help="download a BEIR zip from this URL instead (a mirror)")
     parser.add_argument("--list", action="store_true", help="list the registry and exit")
     defaults = ExtractLimits()
     parser.add_argument(
@@ -382,12 +283,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"refuse archives with more members (default: {defaults.max_members})",
     )
     args = parser.parse_args(argv)
+    dest = args.dest if args.dest is not None else data_home()
     try:
         if args.list:
             reg = load_registry(args.registry)
             for entry in reg.datasets.values():
                 status = "download" if entry.url else "not public"
                 print(f"{entry.name:20s} {status:10s} {entry.license}")
+            for rebuilt in reg.converted.values():
+                if rebuilt.name not in reg.datasets:
+                    print(
+                        f"{rebuilt.name:20s} {'convert':10s} raw release: {', '.join(r.url for r in rebuilt.raw)}"
+                    )
             if reg.local_names:
                 print(f"local ({DATA_ENV}): {', '.join(reg.local_names)}")
             return 0
@@ -399,9 +306,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         except ValueError as exc:
             parser.error(str(exc))
-        dest = args.dest if args.dest is not None else data_home()
-        folder = download_dataset(args.name, dest, registry=args.registry, url=args.url, limits=limits)
-    except DataError as exc:
+        in_registry = args.name in load_registry(args.registry).datasets
+        converted = (
+            None
+            if in_registry or not NAME_RE.fullmatch(args.name)
+            else converted_entry(args.name, args.registry)
+        )
+        if converted is not None and args.url is not None:
+            raise DataError(
+                f"--url: {args.name} is built from its raw release(s), not downloaded as one zip; "
+                f"use {MIRROR_ENV}=http://host:port to fetch them from a mirror"
+            )
+        if converted is not None:
+            try:
+                folder = fetch_converted(args.name, dest, registry=args.registry, log=print)
+            except Unreachable as exc:
+                raise DataError(f"{args.name}: {exc}; {offline_advice(args.name, converted, dest)}") from exc
+        else:
+            try:
+                folder = download_dataset(
+                    args.name, dest, registry=args.registry, url=args.url, limits=limits
+                )
+            except Unreachable as exc:
+                raise DataError(
+                    f"{args.name}: {exc}; fetch that zip on a machine with internet and unzip it in {dest} "
+                    f"(it holds {args.name}/), or set {DATA_ENV} to a folder holding {args.name}/"
+                ) from exc
+    except DataError as exc:  # bad input, and offline (as in a run)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # DownloadError, and anything else the file system says

@@ -16,7 +16,16 @@ import yaml
 
 from viking_eval.data.errors import DataError
 
-__all__ = ["DEFAULT_REGISTRY", "NAME_RE", "Registry", "RegistryEntry", "load_registry", "registry_path"]
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "NAME_RE",
+    "ConvertedEntry",
+    "RawRelease",
+    "Registry",
+    "RegistryEntry",
+    "load_registry",
+    "registry_path",
+]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parents[2] / "datasets" / "registry.yaml"
 """The repository's registry, read when no other is given."""
@@ -44,12 +53,34 @@ class RegistryEntry:
 
 
 @dataclass(frozen=True)
+class RawRelease:
+    """One published raw file a converted dataset is built from: its file name, where it is
+    published and its sha256 (``local_datasets.converters.<dataset>.raw.<name>``)."""
+
+    name: str
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ConvertedEntry:
+    """A dataset rebuilt from raw public releases (``local_datasets.converters.<name>``): the raw
+    files to fetch and the sha256 of each converted file (``files``, relative path -> sha256)."""
+
+    name: str
+    raw: tuple[RawRelease, ...]
+    files: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Registry:
-    """The parsed registry: downloadable entries and the names of local-only datasets."""
+    """The parsed registry: downloadable entries, the names of local-only datasets and the
+    datasets converted from raw public releases."""
 
     datasets: Mapping[str, RegistryEntry]
     local_names: tuple[str, ...] = ()
     local_note: str = ""
+    converted: Mapping[str, ConvertedEntry] = field(default_factory=dict)
 
 
 def registry_path(registry: Path | None = None) -> Path:
@@ -130,4 +161,38 @@ def load_registry(path: Path | None = None) -> Registry:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise DataError(f"{path}: local_datasets.names must be a list of dataset names")
     note = _optional_str(local.get("note"), "local_datasets.note", path) or ""
-    return Registry(datasets=entries, local_names=tuple(names), local_note=note)
+    converters = local.get("converters") or {}
+    if not isinstance(converters, dict):
+        raise DataError(f"{path}: local_datasets.converters must be a mapping of dataset name -> raw, files")
+    converted = {str(name): _parse_converted(str(name), entry, path) for name, entry in converters.items()}
+    return Registry(datasets=entries, local_names=tuple(names), local_note=note, converted=converted)
+
+
+def _parse_converted(name: str, raw: Any, path: Path) -> ConvertedEntry:
+    """``local_datasets.converters.<name>``: its ``raw`` files (url, sha256 each) and ``files``."""
+    where = f"local_datasets.converters.{name}"
+    if not NAME_RE.fullmatch(name):
+        raise DataError(f"{path}: {where}: dataset names must match {NAME_RE.pattern} (a plain folder name)")
+    if not isinstance(raw, dict) or not isinstance(raw.get("raw"), dict) or not raw["raw"]:
+        raise DataError(
+            f"{path}: {where} must be a mapping with 'raw' (file name -> url, sha256) and 'files'"
+        )
+    releases = []
+    for file_name, info in raw["raw"].items():
+        at = f"{where}.raw.{file_name}"
+        if not isinstance(file_name, str) or not NAME_RE.fullmatch(file_name) or not isinstance(info, dict):
+            raise DataError(f"{path}: {at}: expected a plain file name mapped to url and sha256")
+        url = _optional_str(info.get("url"), f"{at}.url", path)
+        if url is None or not url.startswith(("https://", "http://")):
+            raise DataError(f"{path}: {at}.url must be an http(s) URL, got {url!r}")
+        sha = _optional_str(info.get("sha256"), f"{at}.sha256", path)
+        if sha is None or not _SHA256_RE.fullmatch(sha):
+            raise DataError(f"{path}: {at}.sha256 must be 64 lowercase hex digits, got {sha!r}")
+        releases.append(RawRelease(name=file_name, url=url, sha256=sha))
+    files_raw = raw.get("files") or {}
+    if not isinstance(files_raw, dict) or not all(
+        isinstance(rel, str) and isinstance(digest, str) and _SHA256_RE.fullmatch(digest)
+        for rel, digest in files_raw.items()
+    ):
+        raise DataError(f"{path}: {where}.files must map relative paths to 64 lowercase hex digits")
+    return ConvertedEntry(name=name, raw=tuple(releases), files=dict(files_raw))

@@ -18,11 +18,18 @@ from pathlib import Path
 from viking_eval.data.beir import load_beir
 from viking_eval.data.convert import CONVERTERS
 from viking_eval.data.dataset import BeirDataset
-from viking_eval.data.download import DOWNLOAD_ENV, DownloadError, download_dataset, downloads_allowed
+from viking_eval.data.download import (
+    DOWNLOAD_ENV,
+    DownloadError,
+    download_dataset,
+    downloads_allowed,
+    mirrored,
+)
 from viking_eval.data.errors import DataError, DatasetNotFound
+from viking_eval.data.fetch import converted_entry, fetch_converted, offline_advice
 from viking_eval.data.irds import irds_folder, is_irds_name, load_irds
 from viking_eval.data.locations import DATA_ENV, data_home, data_search_path, dataset_names, is_dir, quietly
-from viking_eval.data.registry import load_registry
+from viking_eval.data.registry import ConvertedEntry, load_registry
 
 __all__ = ["find_or_download", "how_to_get", "load_dataset", "resolve_dataset"]
 
@@ -88,6 +95,12 @@ def how_to_get(name: str, registry: Path | None = None) -> str:
             f"download it with python -m viking_eval.data.download {name} (needs internet) or {folder_advice}"
         )
     spec = CONVERTERS.get(name)
+    if spec is not None and _quiet_converted(name, registry):
+        raw = " ".join(raw_file.name for raw_file in spec.raw)
+        return (
+            f"download it with python -m viking_eval.data.download {name} (needs internet: it fetches {raw} "
+            f"from its public release and converts it) or {folder_advice}"
+        )
     if spec is not None:
         raw = " ".join(raw_file.name for raw_file in spec.raw)
         return (
@@ -98,6 +111,14 @@ def how_to_get(name: str, registry: Path | None = None) -> str:
         f"{folder_advice}, or give its folder (dataset.path=...); python -m viking_eval.data.download --list "
         "lists the datasets that can be downloaded"
     )
+
+
+def _quiet_converted(name: str, registry: Path | None) -> bool:
+    """Whether the registry lists how to fetch ``name``'s raw release (a broken registry: no)."""
+    try:
+        return converted_entry(name, registry) is not None
+    except DataError:
+        return False
 
 
 def find_or_download(
@@ -117,13 +138,16 @@ def find_or_download(
     except DatasetNotFound as missing:
         if not downloads_allowed(download):
             raise
-        entry = load_registry(registry).datasets.get(missing.name)
-        if entry is None or entry.url is None:
-            raise
         name = missing.name
         target = Path(dest) if dest is not None else data_home()
+        entry = load_registry(registry).datasets.get(name)
+        if entry is None or entry.url is None:
+            converted = converted_entry(name, registry)
+            if converted is None:
+                raise
+            return _fetch_converted(converted, target, registry)
         announce = (
-            f"{name}: not found locally; downloading it from {entry.url} into {target / name} "
+            f"{name}: not found locally; downloading it from {mirrored(entry.url)} into {target / name} "
             f"(dataset.download=never or {DOWNLOAD_ENV}=never turns this off)"
         )
         try:
@@ -135,3 +159,21 @@ def find_or_download(
                 f"holding {name}/",
                 path=Path(name),
             ) from error
+
+
+def _fetch_converted(entry: ConvertedEntry, target: Path, registry: Path | None) -> Path:
+    """:func:`find_or_download` for a dataset rebuilt from its raw public release(s)."""
+    name = entry.name
+    urls = ", ".join(mirrored(raw.url) for raw in entry.raw)
+    announce = (
+        f"{name}: not found locally; downloading its public release ({urls}) and converting it into "
+        f"{target / name} (dataset.download=never or {DOWNLOAD_ENV}=never turns this off)"
+    )
+    try:
+        return fetch_converted(name, target, registry=registry, announce=announce)
+    except DownloadError as error:
+        raise DataError(
+            f"{name}: dataset not found, and downloading its public release failed ({error}); "
+            f"{offline_advice(name, entry, target)}",
+            path=Path(name),
+        ) from error
