@@ -154,18 +154,20 @@ def _locate(job: BenchmarkJob, settings: Settings) -> None:
 
 
 def _downloadable(name: str, mode: str) -> bool:
-    """Whether a dataset found nowhere will be downloaded when its run starts (the registry has
-    it and ``dataset.download`` allows it; viking_eval/data/download.py)."""
+    """Whether a dataset found nowhere will be fetched when its run starts (the registry has it,
+    as a BEIR zip or as a raw release the project converts, and ``dataset.download`` allows it;
+    viking_eval/data/download.py, fetch.py)."""
     from viking_eval.data.download import downloads_allowed
+    from viking_eval.data.fetch import converted_entry
     from viking_eval.data.registry import load_registry
 
     if not downloads_allowed(mode):
         return False
     try:
         entry = load_registry().datasets.get(name)
+        return (entry is not None and entry.url is not None) or converted_entry(name) is not None
     except (OSError, ValueError):
         return False
-    return entry is not None and entry.url is not None
 
 
 def check_benchmark(settings: Settings, task_overrides: Sequence[str]) -> list[BenchmarkJob]:
