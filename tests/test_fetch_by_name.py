@@ -310,11 +310,12 @@ def test_a_fetch_waits_for_the_lock_of_another(tmp_path: Path, monkeypatch: pyte
     assert [p.name for p in dest.iterdir()] == [".adi.lock"]
 
 
-def test_a_benchmark_accepts_a_converted_dataset_it_will_fetch() -> None:
+def test_a_benchmark_accepts_a_converted_dataset_it_will_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
     """experiment=benchmark's pre-flight: a dataset found nowhere is accepted when its run will
     fetch it, a BEIR zip (scifact) or a raw release the project converts (adi, cisi), unless
     downloads are off."""
     from viking_eval.benchmark.run import _downloadable
 
+    monkeypatch.delenv("VIKING_EVAL_DOWNLOAD", raising=False)  # the test session's never
     assert _downloadable("scifact", "auto") and _downloadable("adi", "auto") and _downloadable("cisi", "auto")
     assert not _downloadable("adi", "never") and not _downloadable("no-such-dataset", "auto")
