@@ -63,3 +63,33 @@ def test_the_production_example_runs_verbatim(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "RetrievalResult(doc_id='b'" in done.stdout
+
+
+def _named_in_concept_tables() -> set[str]:
+    """The files the README's concept tables name: in each row's file column, a folder token
+    (`retrievers/store/`) names its package (`__init__.py`) and prefixes the bare module names
+    after it (`tree.py`); a token with a slash is a path from the repository root."""
+    section = README.split("## Concepts, and the one file that holds each", 1)[1].split("\n## ", 1)[0]
+    named: set[str] = set()
+    for line in section.splitlines():
+        if not line.startswith("|") or line.startswith("|---"):
+            continue
+        folder = ""
+        for token in re.findall(r"`([^`]+)`", line.rstrip(" |").rsplit("|", 1)[-1]):
+            if token.endswith("/"):
+                folder = token
+                named.add(f"{token}__init__.py")
+            elif token.endswith(".py"):
+                named.add(token if "/" in token else f"{folder}{token}")
+    return named
+
+
+def test_the_concept_tables_name_every_module_of_both_packages() -> None:
+    named = _named_in_concept_tables()
+    modules = {
+        path.relative_to(REPO).as_posix()
+        for package in ("retrievers", "viking_eval")
+        for path in (REPO / package).rglob("*.py")
+    }
+    assert not modules - named, f"modules the README's concept tables do not name: {sorted(modules - named)}"
+    assert not named - modules, f"files the concept tables name that do not exist: {sorted(named - modules)}"

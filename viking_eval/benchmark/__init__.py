@@ -1,1 +1,1 @@
-"""Benchmarks over several datasets, their table and the leaderboard (``python -m viking_eval.benchmark.run.leaderboard``)."""
+"""Benchmarks over several datasets, their table and the leaderboard (``python -m viking_eval.benchmark.leaderboard``)."""
