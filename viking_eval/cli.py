@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -82,6 +83,39 @@ def preflight(argv: Sequence[str]) -> None:
         invalid(error.line())
     except (HydraException, OmegaConfBaseException) as error:
         invalid(explain(error, overrides).line())
+
+
+def habits(argv: Sequence[str]) -> list[str]:
+    """Forms other command lines take, answered before Hydra reads them: ``--experiment smoke``
+    or ``--dataset=adi`` (argparse would take a prefix of one of Hydra's own flags, e.g.
+    ``--experimental-rerun``) is refused with the ``key=value`` form to type; ``dataset=irds:<id>``
+    (the form README.md and docs/datasets-irds.md write) becomes ``dataset.name=irds:<id>``."""
+    from hydra._internal.utils import get_args_parser  # see _hydra_arguments
+
+    flags = {option for action in get_args_parser()._actions for option in action.option_strings}
+    taking_value = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn"}
+    taking_value |= {"--config-dir", "-cd", "--experimental-rerun"}
+    kept: list[str] = []
+    expects_value = False  # the previous argument was a flag that takes the next one
+    for position, argument in enumerate(argv):
+        if expects_value or not argument.startswith("-"):  # a flag's value, or an override
+            irds = None if expects_value else re.fullmatch(r"dataset=(irds:.+)", argument)
+            kept.append(f"dataset.name={irds.group(1)}" if irds else argument)
+            expects_value = False
+            continue
+        name, has_value, value = argument.partition("=")
+        if name not in flags:
+            following = argv[position + 1] if position + 1 < len(argv) else ""
+            if not has_value and following and not following.startswith("-") and "=" not in following:
+                value = following
+            shown = f"{name.lstrip('-')}={value or '<value>'}"
+            invalid(
+                f"command line: {argument!r} is not an option; Hydra takes settings as key=value: "
+                f"type {shown} (python -m viking_eval --help lists the options)"
+            )
+        expects_value = name in taking_value and not has_value
+        kept.append(argument)
+    return kept
 
 
 def _hydra_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
@@ -314,7 +348,7 @@ def app(cfg: DictConfig) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: pre-flight, then the Hydra app with the same arguments."""
     quiet_libraries(debug=debugging())  # libraries' info/debug lines and bars: VIKING_EVAL_DEBUG=1 shows them
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    arguments = habits(sys.argv[1:] if argv is None else argv)
     preflight(arguments)
     sys.argv = [sys.argv[0], *arguments]
     app()

@@ -30,7 +30,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from viking_eval.config.errors import ConfigError, field_path, from_validation_error
+from viking_eval.config.errors import ConfigError, did_you_mean, field_path, from_validation_error
 from viking_eval.config.schema import is_params_class, schema_of
 
 __all__ = [
@@ -189,7 +189,7 @@ def _missing_key(key: str, overrides: Sequence[str]) -> ConfigError:
         return bm25_key_error(parent, name)
     elif keys:
         hint = "" if holder is not None else f" (a new key needs +: +{key}=<value>)"
-        detail = f"no such key{hint}; {where} has: {', '.join(keys)}"
+        detail = f"no such key{did_you_mean(name, keys)}{hint}; {where} has: {', '.join(keys)}"
     else:
         detail = f"no such key in the config (a new key needs +: +{key}=<value>)"
     return ConfigError(parent or "config", f"{name}: {detail}", key=key, detail=detail)
@@ -214,7 +214,8 @@ def explain(error: BaseException, overrides: Sequence[str] = ()) -> ConfigError:
         group, _, option = missing.rpartition("/")
         if group and error.options is not None:
             options = ", ".join(sorted(error.options))
-            detail = f"no option {option!r}; the options are: {options} (conf/{group}/)"
+            suggestion = did_you_mean(option, error.options)
+            detail = f"no option {option!r}{suggestion}; the options are: {options} (conf/{group}/)"
             return ConfigError(group, detail, key=group, detail=detail)
         return ConfigError("config", _one_line(error).split("; Config search path", 1)[0])
     if isinstance(error, OverrideParseException):

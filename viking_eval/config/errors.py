@@ -9,6 +9,8 @@ be a number in [0, 1], got 1.2``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 from omegaconf.errors import OmegaConfBaseException
@@ -101,3 +103,12 @@ def from_validation_error(where: str, error: OmegaConfBaseException, cls: type |
     got = f"got {value!r}" if value is not None else (error.msg.splitlines()[0] if error.msg else "bad value")
     detail = f"must be {allowed}, {got}" if allowed else (error.msg or str(error)).splitlines()[0]
     return ConfigError(where, f"{relative}: {detail}" if relative else detail, key=key, detail=detail)
+
+
+def did_you_mean(given: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'k1'?)`` naming the choices closest to ``given`` (difflib's ratio, as
+    argparse and git suggest), or "" when none is close."""
+    close = difflib.get_close_matches(given, list(choices), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(choice) for choice in close) + "?)"

@@ -25,7 +25,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from viking_eval.config.errors import ConfigError, from_validation_error
+from viking_eval.config.errors import ConfigError, did_you_mean, from_validation_error
 from viking_eval.config.schema import init_schema, is_params_class, schema_of, type_hints
 
 __all__ = ["BM25_STORE_KEYS", "typed_values", "unknown_keys"]
@@ -59,7 +59,7 @@ def unknown_keys(
             (node if by_section else where) or "config",
             f"unknown {what} {unknown}; allowed: {names}",
             key=_join(node, unknown[0]),
-            detail=f"unknown key; {node or 'the top level'} has: {', '.join(names)}",
+            detail=f"unknown key{did_you_mean(unknown[0], names)}; {node or 'the top level'} has: {', '.join(names)}",
         )
     hints = type_hints(cls)
     for name, value in values.items():
@@ -103,7 +103,8 @@ def typed_values(
                 where,
                 f"unknown key(s) {unknown}; allowed: {sorted(names)}",
                 key=f"{where}.{unknown[0]}",
-                detail=f"unknown key; {where} ({cls.__name__}) has: {', '.join(sorted(names))}",
+                detail=f"unknown key{did_you_mean(unknown[0], names)}; {where} ({cls.__name__}) has: "
+                + ", ".join(sorted(names)),
             )
     else:
         unknown_keys(cls, values, where, by_section=by_section)
