@@ -218,21 +218,23 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 
 @pytest.fixture(scope="session")
-def _session_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def shared_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the session's shared cache (see ``shared_cache``); module fixtures that
+    start a subprocess pass it as ``VIKING_EVAL_CACHE``."""
     return tmp_path_factory.mktemp("shared_cache")
 
 
 @pytest.fixture
-def shared_cache(_session_cache_folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def shared_cache(shared_cache_folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """One embedding/store cache for the whole session (``VIKING_EVAL_CACHE``, replacing the
     test's own empty one), for tests that run a real model on a large dataset and do not test
     the cache: entries are addressed by content (model, texts, parameters), so a corpus another
     test embedded is the same vectors. Still never the user's cache."""
     from viking_eval.cache import clear_memo
 
-    monkeypatch.setenv("VIKING_EVAL_CACHE", str(_session_cache_folder))
+    monkeypatch.setenv("VIKING_EVAL_CACHE", str(shared_cache_folder))
     clear_memo()
-    return _session_cache_folder
+    return shared_cache_folder
 
 
 @pytest.fixture

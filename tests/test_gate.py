@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli, shared_data_env, smoke_settings
 
 from viking_eval import gate
 from viking_eval.gate import (
@@ -31,12 +32,6 @@ from viking_eval.significance import SignificanceSettings
 
 REPO = Path(__file__).resolve().parents[1]
 CI_BASELINE = REPO / "experiments" / "baselines" / "ci_regression.yaml"
-
-
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
 
 
 def _ci_checks(*datasets: str) -> dict[str, Any]:
@@ -65,14 +60,10 @@ def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path
     for check in document["checks"]:
         check["latency"]["tolerance"] = 100.0
     baseline = _write(tmp_path / "main.yaml", document)
-    done = _run(
-        [
-            "-m",
-            "viking_eval",
-            "experiment=ci_regression",
-            f"gate.baseline={baseline}",
-            f"hydra.run.dir={tmp_path / 'out'}",
-        ]
+    done = run_cli(
+        "experiment=ci_regression",
+        f"gate.baseline={baseline}",
+        f"hydra.run.dir={tmp_path / 'out'}",
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     lines = [
@@ -127,20 +118,14 @@ def test_verdict_rules() -> None:
 @pytest.fixture(scope="module")
 def smoke_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One smoke run (ADI, BM25 + TF-IDF dense) shared by the run-folder tests."""
-    from hydra import compose, initialize_config_dir
-
     from viking_eval.cache import clear_memo
-    from viking_eval.config import load_settings
     from viking_eval.runner import run_experiment
 
     folder = tmp_path_factory.mktemp("smoke") / "run"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    with shared_data_env(shared_datasets), pytest.MonkeyPatch.context() as patch:
         patch.setenv("VIKING_EVAL_CACHE", str(tmp_path_factory.mktemp("cache")))
         clear_memo()
-        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=["experiment=smoke", "run.latency.n_queries=10"])
-        run_experiment(load_settings(cfg), folder)
+        run_experiment(smoke_settings("run.latency.n_queries=10"), folder)
         clear_memo()
     yield folder
 
@@ -229,15 +214,6 @@ def test_run_folder_comparison_refuses_bad_input(smoke_run: Path, tmp_path: Path
         compare_runs(smoke_run, smoke_run, metrics=["P@5"])
 
 
-def _compose(*overrides: str) -> Any:
-    from hydra import compose, initialize_config_dir
-
-    from viking_eval.config import load_settings
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return load_settings(compose(config_name="config", overrides=["experiment=smoke", *overrides]))
-
-
 @pytest.mark.needs_data
 def test_runner_programs_run_gate_and_compare(
     data_env: Path, smoke_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -246,7 +222,7 @@ def test_runner_programs_run_gate_and_compare(
     gate's own command line through the runner (issue 13: the gate never imports the runner)."""
     from viking_eval import runner
 
-    objectives = runner.run_program(_compose("run.latency.n_queries=0"), tmp_path / "run")
+    objectives = runner.run_program(smoke_settings("run.latency.n_queries=0"), tmp_path / "run")
     assert set(objectives) == {"bm25", "dense"} and set(objectives["bm25"]) == {
         "nDCG@10",
         "R@10",
@@ -257,7 +233,7 @@ def test_runner_programs_run_gate_and_compare(
     assert "report: " in capsys.readouterr().out
     # the same configuration scores the same per query as the stored smoke run: every verdict OK
     status = runner.compare_program(
-        _compose("run.latency.n_queries=0", f"gate.baseline_run={smoke_run}"), tmp_path / "compared"
+        smoke_settings("run.latency.n_queries=0", f"gate.baseline_run={smoke_run}"), tmp_path / "compared"
     )
     assert status == 0
     assert (
@@ -267,13 +243,13 @@ def test_runner_programs_run_gate_and_compare(
     damaged = _copy_with(smoke_run, tmp_path / "damaged", _shift("bm25", "nDCG@10", 0.2))
     assert (
         runner.compare_program(
-            _compose("run.latency.n_queries=0", f"gate.baseline_run={damaged}"), tmp_path / "again"
+            smoke_settings("run.latency.n_queries=0", f"gate.baseline_run={damaged}"), tmp_path / "again"
         )
         == 1
     )
     # a baseline file that cannot be used: exit status 2, one line naming it
     missing = tmp_path / "missing.yaml"
-    assert runner.gate_program(_compose(f"gate.baseline={missing}"), tmp_path / "gate") == 2
+    assert runner.gate_program(smoke_settings(f"gate.baseline={missing}"), tmp_path / "gate") == 2
     assert f"baseline file {missing} does not exist" in capsys.readouterr().err
     assert runner.gate_cli(["compare", str(smoke_run), str(smoke_run)]) == 0
 
@@ -400,14 +376,10 @@ def test_gate_cli_reports_a_bad_file_with_exit_status_2(data_env: Path, tmp_path
     document = _adi()
     document["checks"][0]["metrics"]["bm25"]["MAP@1000"] = 0.4
     path = _write(tmp_path / "bad.yaml", document)
-    done = _run(
-        [
-            "-m",
-            "viking_eval",
-            "experiment=ci_regression",
-            f"gate.baseline={path}",
-            f"hydra.run.dir={tmp_path / 'out'}",
-        ]
+    done = run_cli(
+        "experiment=ci_regression",
+        f"gate.baseline={path}",
+        f"hydra.run.dir={tmp_path / 'out'}",
     )
     assert done.returncode == 2
     # one line naming the file's problem (worded "gate error: ..." or "error: gate: ...")

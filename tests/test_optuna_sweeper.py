@@ -9,13 +9,13 @@ import csv
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
 import yaml
+from conftest import smoke_multirun
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
@@ -35,25 +35,9 @@ from hydra_plugins.viking_optuna_sweeper._impl import (
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
 def _multirun(sweep_dir: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    """``python -m viking_eval -m experiment=smoke ...`` into sweep_dir (ADI, BM25 + TF-IDF)."""
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
-        "-m",
-        "experiment=smoke",
-        "run.latency.n_queries=5",
-        f"hydra.sweep.dir={sweep_dir}",
-        *overrides,
-    ]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    """The smoke multirun (ADI, BM25 + TF-IDF) into sweep_dir, latency timed on 5 queries."""
+    return smoke_multirun(sweep_dir, "run.latency.n_queries=5", *overrides, timeout=timeout)
 
 
 def _job_dirs(sweep_dir: Path) -> list[str]:
