@@ -654,6 +654,7 @@ def test_a_run_over_an_hnsw_store_reports_ann_recall(data_env: Path, tmp_path: P
     assert "approximate" not in exact["report"].split("## Store")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_a_sweep_over_ef_search_plots_ann_recall_against_latency(data_env: Path, tmp_path: Path) -> None:
     import csv

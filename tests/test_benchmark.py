@@ -42,6 +42,7 @@ def test_jobs_are_the_single_dataset_commands() -> None:
         plan_jobs(settings, [*COMMAND, "dataset=cisi"])
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_benchmark_table_equals_the_single_dataset_runs(data_env: Path, tmp_path: Path) -> None:
     settings = compose_settings(*COMMAND)

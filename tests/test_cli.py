@@ -195,6 +195,7 @@ def _gate_failed(result: subprocess.CompletedProcess[str]) -> None:
     assert "gate FAIL:" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_gate_applies_command_line_overrides_to_every_check(data_env: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path)
@@ -212,6 +213,7 @@ def test_gate_applies_command_line_overrides_to_every_check(data_env: Path, tmp_
     assert config["store"]["bm25"]["k1"] == 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_gate_baseline_command_with_a_regression_fails(data_env: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path, "store.bm25.k1=0.05")

@@ -52,6 +52,7 @@ def _run(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path: Path) -> None:
     document = _ci_checks("adi", "medline")

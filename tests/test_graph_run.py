@@ -58,6 +58,7 @@ def cisi_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory):  
     return summary, out
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_cisi_run_writes_stats_and_edge_report(cisi_run) -> None:  # type: ignore[no-untyped-def]
     summary, out = cisi_run
@@ -83,6 +84,7 @@ def test_cisi_run_writes_stats_and_edge_report(cisi_run) -> None:  # type: ignor
     assert environment["store_build_seconds"]["edges"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 @pytest.mark.parametrize("name", ["graph", "graph_oasis"])
 def test_exported_graph_retriever_loads_without_hydra_and_reproduces_metrics(
@@ -191,6 +193,7 @@ def test_config_errors_stop_the_run_at_start(overrides: list[str], message: str)
         compose_settings("experiment=graph_cisi", *overrides)
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_multirun_sweeps_hop_decay_and_max_hops(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"

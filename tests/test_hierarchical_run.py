@@ -91,6 +91,7 @@ def test_experiments_compose(experiment: str) -> None:
     assert any(spec.target == "retrievers.hierarchical.HierarchicalRetriever" for spec in settings.retrievers)
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_multirun_sweep_table_shows_nodes_scored(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"

@@ -17,7 +17,7 @@ from viking_eval.data import load_dataset
 from viking_eval.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.integration, pytest.mark.needs_data]
+pytestmark = [pytest.mark.integration, pytest.mark.needs_data, pytest.mark.slow]
 
 
 def test_quickstart_on_adi_with_minilm(data_env: Path, tmp_path: Path) -> None:

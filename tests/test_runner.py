@@ -122,6 +122,7 @@ def test_changed_parameters_are_not_taken_from_an_old_result(data_env: Path, tmp
     assert summary.results[0].metrics["R@100"] >= summary.results[0].metrics["R@10"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"

@@ -27,6 +27,7 @@ def _bm25_ndcg(job_dir: Path) -> float:
     return json.loads((job_dir / "metrics.json").read_text())["retrievers"]["bm25"]["metrics"]["nDCG@10"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_a_sweep_resumed_with_another_grid_uses_only_its_own_jobs(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
