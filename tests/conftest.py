@@ -4,7 +4,8 @@
   downloaded (``VIKING_EVAL_DOWNLOAD=never``), the data folder (``XDG_DATA_HOME``) is a session
   temporary folder and every test gets its own empty cache (``VIKING_EVAL_CACHE``), except tests
   that ask for ``shared_cache``: tests running a real model on a large dataset share one session
-  cache (content-addressed, so SciFact or LoCoMo is embedded once per session, not once per test).
+  cache (content-addressed, so SciFact or LoCoMo is embedded once per session, not once per test;
+  ``VIKING_EVAL_TEST_CACHE=FOLDER`` keeps that cache across sessions).
 - **Unit tests make their own small data.** Tests that need the real shared datasets take them
   from the ``shared_datasets`` fixture and are marked ``needs_data``; raw releases (converter
   tests) come from ``shared_raw``. Where the data is absent the test is skipped, the reason saying
@@ -13,7 +14,7 @@
   ``shared_datasets`` with ``VIKING_EVAL_DATA`` pointing at it (for the harness and its
   subprocesses); module fixtures use ``shared_data_env``.
 - **Slow tests are marked.** ``slow``: a test over about 10 s on 2 idle cores (a real model, a
-  subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest in about a minute.
+  subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest.
 - **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
   config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``) and a
   smoke multirun (``smoke_multirun``).
@@ -217,10 +218,20 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     clear_memo()
 
 
+TEST_CACHE_ENV = "VIKING_EVAL_TEST_CACHE"
+
+
 @pytest.fixture(scope="session")
 def shared_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of the session's shared cache (see ``shared_cache``); module fixtures that
-    start a subprocess pass it as ``VIKING_EVAL_CACHE``."""
+    start a subprocess pass it as ``VIKING_EVAL_CACHE``. A session temporary folder, unless
+    ``VIKING_EVAL_TEST_CACHE`` names a folder to keep it in across sessions (then the real-model
+    tests reuse the vectors an earlier session embedded; never set it to the user's cache)."""
+    kept = os.environ.get(TEST_CACHE_ENV, "").strip()
+    if kept:
+        folder = Path(kept).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
     return tmp_path_factory.mktemp("shared_cache")
 
 
