@@ -41,7 +41,6 @@ def _trec(path: Path) -> dict[str, list[str]]:
     return ranking
 
 
-@pytest.mark.slow
 @pytest.mark.needs_data
 def test_reranker_object_from_config_and_fallbacks_in_metrics(data_env: Path, tmp_path: Path) -> None:
     settings = smoke_settings(
@@ -72,7 +71,6 @@ def test_reranker_object_from_config_and_fallbacks_in_metrics(data_env: Path, tm
     assert metrics["hybrid"]["stats"]["fused_candidates"] >= 10.0
 
 
-@pytest.mark.slow
 @pytest.mark.needs_data
 def test_chunked_store_is_evaluated_at_document_level(data_env: Path, tmp_path: Path) -> None:
     settings = smoke_settings(*HYBRID, "+store.chunking={size:24,overlap:8}", "run.top_k=20")
@@ -164,7 +162,6 @@ def test_multirun_over_keyword_weight_and_rrf_k(data_env: Path, tmp_path: Path) 
     assert float(grid[("1.0", "60")]["stats.vector_candidates"]) == 0  # the vector leg did not run
 
 
-@pytest.mark.slow
 @pytest.mark.needs_data
 def test_exported_hybrid_loads_through_load_tuned_and_reproduces_its_run(
     data_env: Path, tmp_path: Path
