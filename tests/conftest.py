@@ -2,11 +2,22 @@
 
 - **No network, no user state.** Hugging Face libraries run offline, datasets are never
   downloaded (``VIKING_EVAL_DOWNLOAD=never``), the data folder (``XDG_DATA_HOME``) is a session
-  temporary folder and every test gets its own cache (``VIKING_EVAL_CACHE``).
+  temporary folder and every test gets its own empty cache (``VIKING_EVAL_CACHE``), except tests
+  that ask for ``shared_cache``: tests running a real model on a large dataset share one session
+  cache (content-addressed, so SciFact or LoCoMo is embedded once per session, not once per test;
+  ``VIKING_EVAL_TEST_CACHE=FOLDER`` keeps that cache across sessions).
 - **Unit tests make their own small data.** Tests that need the real shared datasets take them
   from the ``shared_datasets`` fixture and are marked ``needs_data``; raw releases (converter
   tests) come from ``shared_raw``. Where the data is absent the test is skipped, the reason saying
-  how to get it; ``python -m pytest -m "not needs_data"`` runs only the rest.
+  how to get it, once in the summary however many tests it skips;
+  ``python -m pytest -m "not needs_data"`` runs only the rest. ``data_env`` is
+  ``shared_datasets`` with ``VIKING_EVAL_DATA`` pointing at it (for the harness and its
+  subprocesses); module fixtures use ``shared_data_env``.
+- **Slow tests are marked.** ``slow``: a test over about 10 s on 2 idle cores (a real model, a
+  subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest.
+- **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
+  config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``) and a
+  smoke multirun (``smoke_multirun``).
 - **CI runs everything.** ``VIKING_EVAL_NO_SKIP=1`` (set by ``.ci/run``) turns every skip into a
   failure that quotes the skip's reason.
 """
@@ -15,11 +26,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,6 +44,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["VIKING_EVAL_DOWNLOAD"] = "never"  # viking_eval never fetches a missing dataset here
 
 from viking_eval.data import DATA_ENV, data_search_path
+
+if TYPE_CHECKING:
+    from viking_eval.config import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_NAMES = ("adi", "cisi", "cosqa", "cranfield", "locomo", "medline", "scifact")
@@ -84,7 +101,7 @@ def _locate_raw(datasets: Path | None) -> tuple[Path | None, str]:
     datasets (or beside any folder of the data search path)."""
     how = (
         f"export {RAW_ENV}=/path/to/shared/raw, or download the files that python -m "
-        "viking_eval.convert --help lists into <folder>/{classic,cosqa,locomo}/ and point "
+        "viking_eval.data.convert --help lists into <folder>/{classic,cosqa,locomo}/ and point "
         f"{RAW_ENV} at <folder>"
     )
     explicit = os.environ.get(RAW_ENV, "").strip()
@@ -137,9 +154,22 @@ def _refuse_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
     report.longrepr = f"skipped, but {NO_SKIP_ENV}=1 says every test must run here: {reason}"
 
 
+def _fold_data_skip(report: pytest.TestReport) -> None:
+    """A skip for absent shared data is placed at this file, not at the test, so that ``-rs``
+    folds every such skip into one summary line (``SKIPPED [N] tests/conftest.py: needs ...``)
+    instead of one line per test."""
+    longrepr = report.longrepr
+    if not (report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3):
+        return
+    reason = str(longrepr[2])
+    if reason.removeprefix("Skipped: ") in {_SHARED_REASON, _RAW_REASON} - {""}:
+        report.longrepr = (__file__, None, reason)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
     report: pytest.TestReport = yield
+    _fold_data_skip(report)
     _refuse_skip(report)
     return report
 
@@ -186,6 +216,97 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
     monkeypatch.setenv("VIKING_EVAL_CACHE", str(tmp_path_factory.mktemp("cache")))
     clear_memo()
+
+
+TEST_CACHE_ENV = "VIKING_EVAL_TEST_CACHE"
+
+
+@pytest.fixture(scope="session")
+def shared_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the session's shared cache (see ``shared_cache``); module fixtures that
+    start a subprocess pass it as ``VIKING_EVAL_CACHE``. A session temporary folder, unless
+    ``VIKING_EVAL_TEST_CACHE`` names a folder to keep it in across sessions (then the real-model
+    tests reuse the vectors an earlier session embedded; never set it to the user's cache)."""
+    kept = os.environ.get(TEST_CACHE_ENV, "").strip()
+    if kept:
+        folder = Path(kept).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return tmp_path_factory.mktemp("shared_cache")
+
+
+@pytest.fixture
+def shared_cache(shared_cache_folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """One embedding/store cache for the whole session (``VIKING_EVAL_CACHE``, replacing the
+    test's own empty one), for tests that run a real model on a large dataset and do not test
+    the cache: entries are addressed by content (model, texts, parameters), so a corpus another
+    test embedded is the same vectors. Still never the user's cache."""
+    from viking_eval.run.cache import clear_memo
+
+    monkeypatch.setenv("VIKING_EVAL_CACHE", str(shared_cache_folder))
+    clear_memo()
+    return shared_cache_folder
+
+
+@pytest.fixture
+def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``shared_datasets`` with ``VIKING_EVAL_DATA`` set to it for the test (so datasets load by
+    name, in the test and in the subprocesses it starts)."""
+    monkeypatch.setenv(DATA_ENV, str(shared_datasets))
+    return shared_datasets
+
+
+@contextmanager
+def shared_data_env(datasets: Path) -> Iterator[Path]:
+    """``VIKING_EVAL_DATA`` set to ``datasets`` inside the block (for module-scoped fixtures,
+    which cannot use ``data_env``); restored after it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(DATA_ENV, str(datasets))
+        yield datasets
+
+
+# --------------------------------------------------------------------------- helpers for test files
+
+
+def compose_settings(*overrides: str) -> Settings:
+    """The harness's settings for ``conf/config.yaml`` with ``overrides`` (Hydra's compose API,
+    as ``python -m viking_eval OVERRIDES`` would compose them)."""
+    from viking_eval.config import load_settings
+    from viking_eval.config.compose import compose_config, hydra_session
+
+    with hydra_session():
+        return load_settings(compose_config(list(overrides)))
+
+
+def smoke_settings(*overrides: str) -> Settings:
+    """:func:`compose_settings` of ``experiment=smoke`` (ADI, BM25 + TF-IDF dense) and ``overrides``."""
+    return compose_settings("experiment=smoke", *overrides)
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m viking_eval ARGS`` from the repository root, in this test's environment
+    (its cache, data folder) updated by ``env``; ``tests/`` is on ``PYTHONPATH`` so overrides
+    may name classes defined in test files. Output captured as text."""
+    environment = {**os.environ, **(env or {})}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT), str(REPO_ROOT / "tests"), environment.get("PYTHONPATH", "")]
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "viking_eval", *args],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def smoke_multirun(sweep_dir: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """``python -m viking_eval -m experiment=smoke hydra.sweep.dir=SWEEP_DIR OVERRIDES`` (ADI,
+    BM25 + TF-IDF dense) through :func:`run_cli`."""
+    return run_cli("-m", "experiment=smoke", f"hydra.sweep.dir={sweep_dir}", *overrides, timeout=timeout)
 
 
 class ChatServer:

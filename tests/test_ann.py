@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import smoke_multirun
 
 from retrievers import ContextStore, DenseRetriever, Document, StoreConfig, TfidfEmbedder
 from retrievers.baselines import BM25Retriever
@@ -580,12 +581,6 @@ def test_a_hierarchical_retriever_searches_leaves_through_the_index(
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
 def _run(folder: Path, *overrides: str) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
 
@@ -660,26 +655,19 @@ def test_a_run_over_an_hnsw_store_reports_ann_recall(data_env: Path, tmp_path: P
     assert "approximate" not in exact["report"].split("## Store")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_a_sweep_over_ef_search_plots_ann_recall_against_latency(data_env: Path, tmp_path: Path) -> None:
     import csv
-    import subprocess
-    import sys
 
     sweep_dir = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
-        "-m",
-        "experiment=smoke",
+    done = smoke_multirun(
+        sweep_dir,
         "store=hnsw",
         "run.latency.n_queries=3",
         "sweep.evaluate_best=false",
-        f"hydra.sweep.dir={sweep_dir}",
         "retrievers.dense.ef_search=1,16,64",
-    ]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:
         rows = [row for row in csv.DictReader(handle) if row["retriever"] == "dense"]

@@ -6,19 +6,19 @@ what is missing."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import compose_settings, run_cli
 from omegaconf import OmegaConf
 
 import viking_eval
 from retrievers import BM25Retriever, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
 from viking_eval.benchmark.leaderboard import main as leaderboard
-from viking_eval.config import ConfigError, load_settings
+from viking_eval.config import ConfigError
 from viking_eval.config.compose import compose_config, hydra_session
 from viking_eval.data import load_dataset
 from viking_eval.run.experiment import run_experiment
@@ -116,17 +116,6 @@ def out_of_tree(tmp_path_factory: pytest.TempPathFactory) -> str:
     sys.modules.pop("my_retrievers", None)
 
 
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with hydra_session():
-        return load_settings(compose_config([*SMOKE, *overrides]))
-
-
 def _config_yaml(*overrides: str) -> str:
     with hydra_session():
         return OmegaConf.to_yaml(compose_config([*SMOKE, *overrides]), resolve=True)
@@ -134,7 +123,7 @@ def _config_yaml(*overrides: str) -> str:
 
 @pytest.mark.needs_data
 def test_evaluate_gives_the_hydra_runs_numbers(data_env: Path, tmp_path: Path) -> None:
-    hydra_run = run_experiment(_settings(), tmp_path / "hydra", config_yaml=_config_yaml())
+    hydra_run = run_experiment(compose_settings(*SMOKE), tmp_path / "hydra", config_yaml=_config_yaml())
     configs = {
         "bm25": {"_target_": "retrievers.baselines.BM25Retriever"},
         "dense": {"_target_": "retrievers.baselines.DenseRetriever", "query_batch_size": 256},
@@ -200,7 +189,8 @@ def test_an_out_of_tree_retriever_through_target_and_evaluate(
     out_of_tree: str, data_env: Path, tmp_path: Path
 ) -> None:
     through_config = run_experiment(
-        _settings(
+        compose_settings(
+            *SMOKE,
             "+retrievers.mine._target_=my_retrievers.WordOverlap",
             "+retrievers.short._target_=my_retrievers.ShortFirst",
         ),
@@ -230,7 +220,7 @@ def test_an_out_of_tree_retriever_through_target_and_evaluate(
 
 def test_a_class_missing_part_of_the_contract_is_refused(out_of_tree: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        _settings("+retrievers.mine._target_=my_retrievers.NoBatch")
+        compose_settings(*SMOKE, "+retrievers.mine._target_=my_retrievers.NoBatch")
     assert caught.value.line().startswith(
         "retrievers.mine: my_retrievers.NoBatch has no retrieve_batch(queries, top_k) method; a retriever class needs"
     )
@@ -238,11 +228,15 @@ def test_a_class_missing_part_of_the_contract_is_refused(out_of_tree: str) -> No
         ConfigError,
         match=r"my_retrievers.NoEmbedderArgument's constructor must take \(store, embedder=None, \*\*params\), it takes \(store\)",
     ):
-        _settings("+retrievers.mine._target_=my_retrievers.NoEmbedderArgument")
+        compose_settings(*SMOKE, "+retrievers.mine._target_=my_retrievers.NoEmbedderArgument")
     with pytest.raises(ConfigError, match=r"retrievers.mine: unknown key\(s\) \['colour'\]"):
-        _settings("+retrievers.mine._target_=my_retrievers.WordOverlap", "+retrievers.mine.colour=red")
+        compose_settings(
+            *SMOKE, "+retrievers.mine._target_=my_retrievers.WordOverlap", "+retrievers.mine.colour=red"
+        )
     with pytest.raises(ConfigError, match=r"weight must be a number in \[0, 10\], got 11"):
-        _settings("+retrievers.mine._target_=my_retrievers.ShortFirst", "+retrievers.mine.weight=11")
+        compose_settings(
+            *SMOKE, "+retrievers.mine._target_=my_retrievers.ShortFirst", "+retrievers.mine.weight=11"
+        )
     import my_retrievers
 
     with pytest.raises(
@@ -255,20 +249,11 @@ def test_a_class_missing_part_of_the_contract_is_refused(out_of_tree: str) -> No
 
 
 def test_the_cli_refuses_it_before_any_work(out_of_tree: str, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "viking_eval",
-            *SMOKE,
-            "+retrievers.mine._target_=my_retrievers.NoBatch",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": out_of_tree},
+    done = run_cli(
+        *SMOKE,
+        "+retrievers.mine._target_=my_retrievers.NoBatch",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"PYTHONPATH": out_of_tree},
     )
     assert done.returncode == 2
     assert (

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import compose_settings, run_cli
 
 from viking_eval.benchmark.run import check_benchmark, plan_jobs, run_benchmark
-from viking_eval.config import ConfigError, load_settings
-from viking_eval.config.compose import compose_config, hydra_session
+from viking_eval.config import ConfigError
 from viking_eval.measures.corrections import adjust
 from viking_eval.run.experiment import run_experiment
 
@@ -27,19 +25,8 @@ COMMAND = [
 ]
 
 
-def _settings(overrides: list[str]):  # type: ignore[no-untyped-def]
-    with hydra_session():
-        return load_settings(compose_config(overrides))
-
-
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
 def test_jobs_are_the_single_dataset_commands() -> None:
-    settings = _settings(COMMAND)
+    settings = compose_settings(*COMMAND)
     jobs = plan_jobs(settings, [*COMMAND, "dataset.strict=true"])
     assert [job.folder for job in jobs] == ["adi", "adi@static", "medline", "medline@static"]
     assert jobs[0].overrides == (
@@ -55,9 +42,10 @@ def test_jobs_are_the_single_dataset_commands() -> None:
         plan_jobs(settings, [*COMMAND, "dataset=cisi"])
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_benchmark_table_equals_the_single_dataset_runs(data_env: Path, tmp_path: Path) -> None:
-    settings = _settings(COMMAND)
+    settings = compose_settings(*COMMAND)
     table = run_benchmark(settings, tmp_path / "bench", COMMAND)
     out = tmp_path / "bench"
     assert table.rows == ("bm25", "dense", "dense@static") and table.datasets == ("adi", "medline")
@@ -73,16 +61,16 @@ def test_benchmark_table_equals_the_single_dataset_runs(data_env: Path, tmp_path
     # every cell is the single-dataset run of the same config, to the last bit
     for dataset in ("adi", "medline"):
         single = run_experiment(
-            _settings(
-                ["experiment=benchmark", "benchmark.datasets=null", f"dataset={dataset}", *COMMAND[2:]]
+            compose_settings(
+                *["experiment=benchmark", "benchmark.datasets=null", f"dataset={dataset}", *COMMAND[2:]]
             ),
             tmp_path / f"single_{dataset}",
         )
         for result in single.results:
             assert table.values[result.name][dataset] == result.metrics
         static = run_experiment(
-            _settings(
-                [
+            compose_settings(
+                *[
                     "experiment=benchmark",
                     "benchmark.datasets=null",
                     f"dataset={dataset}",
@@ -132,18 +120,10 @@ def test_benchmark_table_equals_the_single_dataset_runs(data_env: Path, tmp_path
     assert again.values == table.values and again.latency == table.latency
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *args], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-
-
 @pytest.mark.needs_data
 def test_an_unknown_dataset_is_refused_before_any_work(data_env: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench"
-    result = _cli(
-        tmp_path, "experiment=benchmark", "benchmark.datasets=[adi,scifakt]", f"hydra.run.dir={out}"
-    )
+    result = run_cli("experiment=benchmark", "benchmark.datasets=[adi,scifakt]", f"hydra.run.dir={out}")
     assert result.returncode == 2
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(
@@ -158,17 +138,17 @@ def test_a_missing_split_and_a_bad_variant_are_refused_too(data_env: Path) -> No
     with pytest.raises(
         ConfigError, match=r"dataset 'adi' \(.*\) has no qrels for split 'train'; splits: test"
     ):
-        check_benchmark(_settings([*COMMAND, "dataset.split=train"]), [*COMMAND, "dataset.split=train"])
+        check_benchmark(compose_settings(*COMMAND, "dataset.split=train"), [*COMMAND, "dataset.split=train"])
     bad = [*COMMAND, "+benchmark.variants.big=['run.top_k=0']"]
     with pytest.raises(
         ConfigError,
         match=r"run.top_k: must be an integer in \[1, 10000\], got 0 \(benchmark.datasets: adi, variant big\)",
     ):
-        check_benchmark(_settings(bad), bad)
+        check_benchmark(compose_settings(*bad), bad)
 
 
 def test_a_benchmark_is_not_a_sweep(tmp_path: Path) -> None:
-    result = _cli(tmp_path, "-m", "experiment=benchmark", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    result = run_cli("-m", "experiment=benchmark", f"hydra.sweep.dir={tmp_path / 'sweep'}")
     assert result.returncode == 2
     assert (
         result.stderr.strip()

@@ -7,33 +7,19 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli
 
 from viking_eval import cli
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0"]
-
-
-def _cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, **(env or {})}
-    environment["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), environment.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *args],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -72,14 +58,14 @@ def _preflight(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     ],
 )
 def test_config_error_is_one_line_exit_2(tmp_path: Path, args: list[str], line: str) -> None:
-    result = _cli(tmp_path, *SMOKE, *args, f"hydra.run.dir={tmp_path / 'run'}")
+    result = run_cli(*SMOKE, *args, f"hydra.run.dir={tmp_path / 'run'}")
     assert _one_error_line(result).startswith(line)
     assert not (tmp_path / "run").exists()  # refused before anything ran
 
 
 def test_bad_sweep_value_refused_before_any_job_runs(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    result = _cli(tmp_path, "-m", *SMOKE, "run.top_k=10,abc", f"hydra.sweep.dir={sweep_dir}")
+    result = run_cli("-m", *SMOKE, "run.top_k=10,abc", f"hydra.sweep.dir={sweep_dir}")
     assert _one_error_line(result) == (
         "error: run.top_k: must be an integer in [1, 10000], got 'abc' "
         "(job 1 of the sweep: experiment=smoke run.latency.n_queries=0 run.top_k=abc)"
@@ -88,7 +74,7 @@ def test_bad_sweep_value_refused_before_any_job_runs(tmp_path: Path) -> None:
 
 
 def test_debug_switch_shows_the_traceback(tmp_path: Path) -> None:
-    result = _cli(tmp_path, *SMOKE, "run.top_k=abc", env={"VIKING_EVAL_DEBUG": "1"})
+    result = run_cli(*SMOKE, "run.top_k=abc", env={"VIKING_EVAL_DEBUG": "1"})
     assert result.returncode == 2
     assert "Traceback" in result.stderr
     assert (
@@ -209,17 +195,16 @@ def _gate_failed(result: subprocess.CompletedProcess[str]) -> None:
     assert "gate FAIL:" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
-def test_gate_applies_command_line_overrides_to_every_check(shared_datasets: Path, tmp_path: Path) -> None:
+def test_gate_applies_command_line_overrides_to_every_check(data_env: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path)
     run_dir = tmp_path / "gate"
-    result = _cli(
-        tmp_path,
+    result = run_cli(
         "experiment=ci_regression",
         f"gate.baseline={baseline}",
         "store.bm25.k1=0.05",
         f"hydra.run.dir={run_dir}",
-        env={"VIKING_EVAL_DATA": str(shared_datasets)},
     )
     assert "gate: applying overrides to every check: store.bm25.k1=0.05" in result.stderr
     _gate_failed(result)
@@ -228,30 +213,27 @@ def test_gate_applies_command_line_overrides_to_every_check(shared_datasets: Pat
     assert config["store"]["bm25"]["k1"] == 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
-def test_gate_baseline_command_with_a_regression_fails(shared_datasets: Path, tmp_path: Path) -> None:
+def test_gate_baseline_command_with_a_regression_fails(data_env: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path, "store.bm25.k1=0.05")
-    result = _cli(
-        tmp_path,
+    result = run_cli(
         "experiment=ci_regression",
         f"gate.baseline={baseline}",
         f"hydra.run.dir={tmp_path / 'gate'}",
-        env={"VIKING_EVAL_DATA": str(shared_datasets)},
     )
     assert "applying overrides" not in result.stderr
     _gate_failed(result)
 
 
 @pytest.mark.needs_data
-def test_gate_override_that_contradicts_a_check_is_refused(shared_datasets: Path, tmp_path: Path) -> None:
+def test_gate_override_that_contradicts_a_check_is_refused(data_env: Path, tmp_path: Path) -> None:
     baseline = _medline_baseline(tmp_path)
-    result = _cli(
-        tmp_path,
+    result = run_cli(
         "experiment=ci_regression",
         f"gate.baseline={baseline}",
         "dataset=adi",
         f"hydra.run.dir={tmp_path / 'gate'}",
-        env={"VIKING_EVAL_DATA": str(shared_datasets)},
     )
     line = _one_error_line(result)
     assert line.startswith("error: gate: ") and "dataset is 'medline' but the command evaluates 'adi'" in line
@@ -274,7 +256,7 @@ def _bad_dataset(tmp_path: Path) -> Path:
 def test_data_error_is_one_line_exit_2_and_marks_the_run_failed(tmp_path: Path) -> None:
     folder = _bad_dataset(tmp_path)
     run_dir = tmp_path / "run"
-    result = _cli(tmp_path, *SMOKE, f"dataset.path={folder}", "dataset.name=bad", f"hydra.run.dir={run_dir}")
+    result = run_cli(*SMOKE, f"dataset.path={folder}", "dataset.name=bad", f"hydra.run.dir={run_dir}")
     line = _one_error_line(result)
     assert line.startswith(f"error: {folder / 'corpus.jsonl'}:2: ")
     status = json.loads((run_dir / "status.json").read_text())
@@ -284,19 +266,18 @@ def test_data_error_is_one_line_exit_2_and_marks_the_run_failed(tmp_path: Path) 
 
 @pytest.mark.needs_data
 def test_a_parameter_the_store_refuses_is_one_line_exit_2_and_earlier_results_are_kept(
-    shared_datasets: Path, tmp_path: Path
+    data_env: Path, tmp_path: Path
 ) -> None:
     """An ANN knob on an exact store is refused when the retriever is built over the store:
     one line naming the key, exit 2, the run marked failed, the retrievers before it kept (a
     rerun after the fix resumes them)."""
     run_dir = tmp_path / "run"
-    env = {"VIKING_EVAL_DATA": str(shared_datasets)}
-    result = _cli(tmp_path, *SMOKE, "retrievers.dense.nprobe=4", f"hydra.run.dir={run_dir}", env=env)
+    result = run_cli(*SMOKE, "retrievers.dense.nprobe=4", f"hydra.run.dir={run_dir}")
     line = "error: retrievers.dense.nprobe: nprobe=4 applies to an approximate vector index"
     assert _one_error_line(result).startswith(line)
     assert json.loads((run_dir / "status.json").read_text())["status"] == "failed"
     assert (run_dir / "runs" / "bm25.trec").is_file() and not (run_dir / "runs" / "dense.trec").exists()
-    rerun = _cli(tmp_path, *SMOKE, f"hydra.run.dir={run_dir}", env=env)
+    rerun = run_cli(*SMOKE, f"hydra.run.dir={run_dir}")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "retriever bm25 already finished" in rerun.stdout + rerun.stderr
 
@@ -319,14 +300,13 @@ class ExplodingRetriever:
 
 
 @pytest.mark.needs_data
-def test_a_bug_keeps_its_traceback_and_exits_1(shared_datasets: Path, tmp_path: Path) -> None:
+def test_a_bug_keeps_its_traceback_and_exits_1(data_env: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    result = _cli(
-        tmp_path,
+    result = run_cli(
         *SMOKE,
         "+retrievers.boom._target_=test_cli.ExplodingRetriever",
         f"hydra.run.dir={run_dir}",
-        env={"VIKING_EVAL_DATA": str(shared_datasets), "VIKING_EVAL_ALLOW_TARGETS": "test_cli"},
+        env={"VIKING_EVAL_ALLOW_TARGETS": "test_cli"},
     )
     assert result.returncode == 1
     assert "RuntimeError: boom: a bug, not a bad input" in result.stderr
@@ -347,7 +327,7 @@ def test_main_module_is_a_thin_entry() -> None:
 
 
 def test_help_names_experiments_groups_environment_and_exit_codes(tmp_path: Path) -> None:
-    result = _cli(tmp_path, "--help")
+    result = run_cli("--help")
     assert result.returncode == 0, result.stderr
     text = result.stdout
     experiments = sorted(path.stem for path in (REPO / "conf" / "experiment").glob("*.yaml"))

@@ -443,31 +443,25 @@ def test_unknown_dataset_lists_folders_and_names(tmp_path: Path, monkeypatch: py
 # --------------------------------------------------------------------------- the shared datasets
 
 
-@pytest.fixture
-def shared_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
 @pytest.mark.needs_data
-def test_scifact_test_split(shared_env: Path) -> None:
+def test_scifact_test_split(data_env: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds = load_dataset("scifact", "test", strict=True)
-    assert ds.folder == shared_env / "scifact"
+    assert ds.folder == data_env / "scifact"
     assert len(ds.corpus) == 5183
     assert len(ds.queries) == 300
     assert ds.num_judgments == 339
     assert ds.issues == DataIssues(0, 0, 0, 809)
     assert set(ds.files) == {"corpus.jsonl.gz", "queries.jsonl", "qrels/test.tsv"}
     # the decompressed corpus is byte-identical to BEIR's corpus.jsonl (PROVENANCE.md); we hash the gzip as read
-    gz_bytes = (shared_env / "scifact" / "corpus.jsonl.gz").read_bytes()
+    gz_bytes = (data_env / "scifact" / "corpus.jsonl.gz").read_bytes()
     assert ds.files["corpus.jsonl.gz"] == hashlib.sha256(gz_bytes).hexdigest()
     assert all(ds.corpus[d].title for d in list(ds.corpus)[:50])
 
 
 @pytest.mark.needs_data
-def test_scifact_train_split(shared_env: Path) -> None:
+def test_scifact_train_split(data_env: Path) -> None:
     ds = load_dataset("scifact", "train")
     assert len(ds.queries) == 809
     assert ds.num_judgments == 919
@@ -475,7 +469,7 @@ def test_scifact_train_split(shared_env: Path) -> None:
 
 
 @pytest.mark.needs_data
-def test_adi(shared_env: Path) -> None:
+def test_adi(data_env: Path) -> None:
     ds = load_dataset("adi")
     assert len(ds.corpus) == 82
     assert len(ds.queries) == 35

@@ -7,18 +7,13 @@ an unreachable URL plays the offline machine. Nothing here touches the network.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import unreachable_url
-from hydra import compose, initialize_config_dir
+from conftest import run_cli, smoke_settings, unreachable_url
 from test_download import FakeServer, build_zip, server, sha256, write_registry
 
 import viking_eval.data.registry as registry_module
-from viking_eval.config import load_settings
 from viking_eval.data import DataError, DatasetNotFound, data_home, resolve_dataset
 from viking_eval.data.download import downloads_allowed
 from viking_eval.data.resolve import find_or_download, how_to_get
@@ -62,14 +57,6 @@ def _registry(tmp_path: Path, url: str, **entry: object) -> Path:
     )
 
 
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="config", overrides=["experiment=smoke", "run.latency.n_queries=0", *overrides]
-        )
-    return load_settings(cfg)
-
-
 def test_a_missing_registry_dataset_is_downloaded_into_the_data_folder_and_run(
     downloads: Path,
     server: FakeServer,
@@ -80,7 +67,7 @@ def test_a_missing_registry_dataset_is_downloaded_into_the_data_folder_and_run(
     body = build_zip(FILES)
     registry = _registry(tmp_path, server.serve("/tiny.zip", body), sha256=sha256(body))
     monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", registry)
-    settings = _settings("dataset.name=tiny")
+    settings = smoke_settings("run.latency.n_queries=0", "dataset.name=tiny")
     assert settings.dataset.download == "auto"  # the default
 
     summary = run_experiment(settings, tmp_path / "run")
@@ -106,7 +93,10 @@ def test_download_never_and_the_environment_switch_stop_with_how_to_get_it(
     registry = _registry(tmp_path, server.serve("/tiny.zip", build_zip(FILES)))
     monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", registry)
     with pytest.raises(DatasetNotFound) as never:
-        run_experiment(_settings("dataset.name=tiny", "dataset.download=never"), tmp_path / "run")
+        run_experiment(
+            smoke_settings("run.latency.n_queries=0", "dataset.name=tiny", "dataset.download=never"),
+            tmp_path / "run",
+        )
     monkeypatch.setenv("VIKING_EVAL_DOWNLOAD", "never")
     with pytest.raises(DatasetNotFound) as env_never:
         find_or_download("tiny", download="auto")
@@ -127,7 +117,7 @@ def test_offline_is_one_line_and_leaves_nothing(
     url = unreachable_url().removesuffix("/v1") + "/tiny.zip"
     monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", _registry(tmp_path, url))
     with pytest.raises(DataError) as caught:
-        run_experiment(_settings("dataset.name=tiny"), tmp_path / "run")
+        run_experiment(smoke_settings("run.latency.n_queries=0", "dataset.name=tiny"), tmp_path / "run")
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"tiny: dataset not found, and downloading it failed ({url}: download failed: ")
@@ -170,7 +160,7 @@ def test_download_modes_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     ):
         downloads_allowed("auto")
     with pytest.raises(Exception, match=r"dataset.download: must be one of \['auto', 'never'\], got 'maybe'"):
-        _settings("dataset.download=maybe")
+        smoke_settings("run.latency.n_queries=0", "dataset.download=maybe")
 
 
 def test_bare_run_without_data_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -180,20 +170,12 @@ def test_bare_run_without_data_is_one_line_exit_2(tmp_path: Path) -> None:
     name = "scifact" if not (REPO / "datasets" / "scifact").exists() else "nfcorpus"
     run_dir = tmp_path / "run"
     environment = {
-        **os.environ,
         "VIKING_EVAL_DATA": str(tmp_path / "empty"),
         "XDG_DATA_HOME": str(tmp_path / "xdg"),
         "VIKING_EVAL_DOWNLOAD": "never",
     }
     arguments = [] if name == "scifact" else [f"dataset.name={name}"]
-    result = subprocess.run(
-        [sys.executable, "-m", "viking_eval", *arguments, f"hydra.run.dir={run_dir}"],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_cli(*arguments, f"hydra.run.dir={run_dir}", env=environment, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli, shared_data_env, smoke_settings
 
 from viking_eval.gate import commands as gate
 from viking_eval.gate.baseline import GateError, load_baseline, read_per_query
@@ -27,12 +28,6 @@ from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 CI_BASELINE = REPO / "experiments" / "baselines" / "ci_regression.yaml"
-
-
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
 
 
 def _ci_checks(*datasets: str) -> dict[str, Any]:
@@ -53,6 +48,7 @@ def _run(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path: Path) -> None:
     document = _ci_checks("adi", "medline")
@@ -61,14 +57,10 @@ def test_ci_gate_passes_on_main_through_the_hydra_entry(data_env: Path, tmp_path
     for check in document["checks"]:
         check["latency"]["tolerance"] = 100.0
     baseline = _write(tmp_path / "main.yaml", document)
-    done = _run(
-        [
-            "-m",
-            "viking_eval",
-            "experiment=ci_regression",
-            f"gate.baseline={baseline}",
-            f"hydra.run.dir={tmp_path / 'out'}",
-        ]
+    done = run_cli(
+        "experiment=ci_regression",
+        f"gate.baseline={baseline}",
+        f"hydra.run.dir={tmp_path / 'out'}",
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.split()[:1] and line.split()[0] in STATUSES]
@@ -121,20 +113,14 @@ def test_verdict_rules() -> None:
 @pytest.fixture(scope="module")
 def smoke_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One smoke run (ADI, BM25 + TF-IDF dense) shared by the run-folder tests."""
-    from hydra import compose, initialize_config_dir
-
-    from viking_eval.config import load_settings
     from viking_eval.run.cache import clear_memo
     from viking_eval.run.experiment import run_experiment
 
     folder = tmp_path_factory.mktemp("smoke") / "run"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    with shared_data_env(shared_datasets), pytest.MonkeyPatch.context() as patch:
         patch.setenv("VIKING_EVAL_CACHE", str(tmp_path_factory.mktemp("cache")))
         clear_memo()
-        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=["experiment=smoke", "run.latency.n_queries=10"])
-        run_experiment(load_settings(cfg), folder)
+        run_experiment(smoke_settings("run.latency.n_queries=10"), folder)
         clear_memo()
     yield folder
 
@@ -223,15 +209,6 @@ def test_run_folder_comparison_refuses_bad_input(smoke_run: Path, tmp_path: Path
         compare_runs(smoke_run, smoke_run, metrics=["P@5"])
 
 
-def _compose(*overrides: str) -> Any:
-    from hydra import compose, initialize_config_dir
-
-    from viking_eval.config import load_settings
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return load_settings(compose(config_name="config", overrides=["experiment=smoke", *overrides]))
-
-
 @pytest.mark.needs_data
 def test_runner_programs_run_gate_and_compare(
     data_env: Path, smoke_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -240,7 +217,7 @@ def test_runner_programs_run_gate_and_compare(
     gate's own command line, handed the experiment loop (issue 13: the gate never imports it)."""
     from viking_eval import cli
 
-    objectives = cli.run_program(_compose("run.latency.n_queries=0"), tmp_path / "run")
+    objectives = cli.run_program(smoke_settings("run.latency.n_queries=0"), tmp_path / "run")
     assert set(objectives) == {"bm25", "dense"} and set(objectives["bm25"]) == {
         "nDCG@10",
         "R@10",
@@ -251,7 +228,7 @@ def test_runner_programs_run_gate_and_compare(
     assert "report: " in capsys.readouterr().out
     # the same configuration scores the same per query as the stored smoke run: every verdict OK
     status = cli.compare_program(
-        _compose("run.latency.n_queries=0", f"gate.baseline_run={smoke_run}"), tmp_path / "compared"
+        smoke_settings("run.latency.n_queries=0", f"gate.baseline_run={smoke_run}"), tmp_path / "compared"
     )
     assert status == 0
     assert (
@@ -261,13 +238,13 @@ def test_runner_programs_run_gate_and_compare(
     damaged = _copy_with(smoke_run, tmp_path / "damaged", _shift("bm25", "nDCG@10", 0.2))
     assert (
         cli.compare_program(
-            _compose("run.latency.n_queries=0", f"gate.baseline_run={damaged}"), tmp_path / "again"
+            smoke_settings("run.latency.n_queries=0", f"gate.baseline_run={damaged}"), tmp_path / "again"
         )
         == 1
     )
     # a baseline file that cannot be used: exit status 2, one line naming it
     missing = tmp_path / "missing.yaml"
-    assert cli.gate_program(_compose(f"gate.baseline={missing}"), tmp_path / "gate") == 2
+    assert cli.gate_program(smoke_settings(f"gate.baseline={missing}"), tmp_path / "gate") == 2
     assert f"baseline file {missing} does not exist" in capsys.readouterr().err
     assert gate.main(["compare", str(smoke_run), str(smoke_run)], run=run_experiment) == 0
 
@@ -394,14 +371,10 @@ def test_gate_cli_reports_a_bad_file_with_exit_status_2(data_env: Path, tmp_path
     document = _adi()
     document["checks"][0]["metrics"]["bm25"]["MAP@1000"] = 0.4
     path = _write(tmp_path / "bad.yaml", document)
-    done = _run(
-        [
-            "-m",
-            "viking_eval",
-            "experiment=ci_regression",
-            f"gate.baseline={path}",
-            f"hydra.run.dir={tmp_path / 'out'}",
-        ]
+    done = run_cli(
+        "experiment=ci_regression",
+        f"gate.baseline={path}",
+        f"hydra.run.dir={tmp_path / 'out'}",
     )
     assert done.returncode == 2
     # one line naming the file's problem (worded "gate error: ..." or "error: gate: ...")

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from conftest import compose_settings, run_cli, shared_data_env
 from omegaconf import OmegaConf
 
 from retrievers import load_tuned
 from viking_eval.config import ConfigError, load_settings
+from viking_eval.config.compose import compose_config, hydra_session
 from viking_eval.data import load_dataset
 from viking_eval.measures.metrics import evaluate, parse_metrics
 from viking_eval.run.experiment import run_experiment
@@ -28,15 +26,9 @@ FAST = ["embedder=tfidf", "embedder.dim=48", "run.latency.n_queries=5", "run.lat
 ALL_QUERIES = ["dataset.half=all", "~retrievers.graph_tuned"]  # the experiments report the held-out half
 
 
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides))
-    return load_settings(cfg)
-
-
 @pytest.mark.parametrize("experiment", ["graph_cisi", "graph_locomo"])
 def test_experiments_compose_and_validate(experiment: str) -> None:
-    settings = _settings(f"experiment={experiment}")
+    settings = compose_settings(f"experiment={experiment}")
     by_name = {spec.name: spec for spec in settings.retrievers}
     assert set(by_name) == {
         "bm25",
@@ -69,14 +61,14 @@ def test_experiments_compose_and_validate(experiment: str) -> None:
 
 @pytest.fixture(scope="module")
 def cisi_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    os.environ["VIKING_EVAL_DATA"] = str(shared_datasets)
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=graph_cisi", *FAST, *ALL_QUERIES])
-    out = tmp_path_factory.mktemp("cisi") / "run"
-    summary = run_experiment(load_settings(cfg), out, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+    with shared_data_env(shared_datasets), hydra_session():
+        cfg = compose_config(["experiment=graph_cisi", *FAST, *ALL_QUERIES])
+        out = tmp_path_factory.mktemp("cisi") / "run"
+        summary = run_experiment(load_settings(cfg), out, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
     return summary, out
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_cisi_run_writes_stats_and_edge_report(cisi_run) -> None:  # type: ignore[no-untyped-def]
     summary, out = cisi_run
@@ -102,6 +94,7 @@ def test_cisi_run_writes_stats_and_edge_report(cisi_run) -> None:  # type: ignor
     assert environment["store_build_seconds"]["edges"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 @pytest.mark.parametrize("name", ["graph", "graph_oasis"])
 def test_exported_graph_retriever_loads_without_hydra_and_reproduces_metrics(
@@ -150,7 +143,7 @@ def test_scoped_run_follows_sequence_edges_within_the_conversation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = _write_conversations(tmp_path / "talks")
-    settings = _settings(
+    settings = compose_settings(
         "experiment=graph_locomo",
         *FAST,
         *ALL_QUERIES,
@@ -208,16 +201,14 @@ def test_scoped_run_follows_sequence_edges_within_the_conversation(
 )
 def test_config_errors_stop_the_run_at_start(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        _settings("experiment=graph_cisi", *overrides)
+        compose_settings("experiment=graph_cisi", *overrides)
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
-def test_multirun_sweeps_hop_decay_and_max_hops(shared_datasets: Path, tmp_path: Path) -> None:
+def test_multirun_sweeps_hop_decay_and_max_hops(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
+    done = run_cli(
         "-m",
         "experiment=graph_cisi",
         *FAST[:2],
@@ -232,9 +223,7 @@ def test_multirun_sweeps_hop_decay_and_max_hops(shared_datasets: Path, tmp_path:
         "retrievers.graph.max_hops=0,1",
         "sweep.evaluate_best=false",
         f"hydra.sweep.dir={sweep_dir}",
-    ]
-    environment = {**os.environ, "VIKING_EVAL_DATA": str(shared_datasets)}
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=environment)
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:
         rows = list(csv.DictReader(handle))

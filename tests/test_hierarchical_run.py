@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import smoke_multirun, smoke_settings
 from hydra import compose, initialize_config_dir
 
 from retrievers.types import RetrievalResult
@@ -21,12 +19,6 @@ from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = ["store=kmeans_tree", "store.hierarchy.max_leaf_size=8", "store.hierarchy.branching_factor=4"]
-
-
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=smoke", *TREE, *overrides])
-    return load_settings(cfg)
 
 
 def test_provenance_stats_by_hand() -> None:
@@ -50,12 +42,9 @@ def test_provenance_stats_by_hand() -> None:
 
 
 @pytest.mark.needs_data
-def test_run_writes_traversal_stats(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    settings = _settings(
-        "+retriever@retrievers.hier=hierarchical", "run.latency.n_queries=3", "run.latency.warmup=1"
+def test_run_writes_traversal_stats(data_env: Path, tmp_path: Path) -> None:
+    settings = smoke_settings(
+        *TREE, "+retriever@retrievers.hier=hierarchical", "run.latency.n_queries=3", "run.latency.warmup=1"
     )
     run_experiment(settings, tmp_path / "run")
     document = json.loads((tmp_path / "run" / "metrics.json").read_text())
@@ -92,7 +81,7 @@ def test_run_writes_traversal_stats(
 )
 def test_bad_settings_stop_the_run_at_start(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        _settings(*override.split())
+        smoke_settings(*TREE, *override.split())
 
 
 @pytest.mark.parametrize("experiment", ["hierarchical_scifact", "hierarchical_locomo", "hierarchical_sweep"])
@@ -103,15 +92,12 @@ def test_experiments_compose(experiment: str) -> None:
     assert any(spec.target == "retrievers.hierarchical.HierarchicalRetriever" for spec in settings.retrievers)
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
-def test_multirun_sweep_table_shows_nodes_scored(shared_datasets: Path, tmp_path: Path) -> None:
+def test_multirun_sweep_table_shows_nodes_scored(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
-        "-m",
-        "experiment=smoke",
+    done = smoke_multirun(
+        sweep_dir,
         *TREE,
         "+retriever@retrievers.hier=hierarchical",
         "retrievers.hier.alpha=0,1",
@@ -119,10 +105,7 @@ def test_multirun_sweep_table_shows_nodes_scored(shared_datasets: Path, tmp_path
         "run.latency.n_queries=3",
         "run.latency.warmup=1",
         "sweep.objective=hier.nDCG@10",
-        f"hydra.sweep.dir={sweep_dir}",
-    ]
-    env = {**os.environ, "VIKING_EVAL_DATA": str(shared_datasets)}  # the test's own cache is in os.environ
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    )  # the test's own cache and VIKING_EVAL_DATA (data_env) are in os.environ
     assert done.returncode == 0, done.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:
         rows = [row for row in csv.DictReader(handle) if row["retriever"] == "hier"]
@@ -145,16 +128,13 @@ def test_multirun_sweep_table_shows_nodes_scored(shared_datasets: Path, tmp_path
 
 
 @pytest.mark.needs_data
-def test_export_and_load_tuned_rebuild_the_same_tree(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_export_and_load_tuned_rebuild_the_same_tree(data_env: Path, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
     from retrievers import HierarchicalRetriever, load_tuned
     from viking_eval.data import load_dataset
     from viking_eval.sweep.export import export
 
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     overrides = [
         "experiment=smoke",
         *TREE,

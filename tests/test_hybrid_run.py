@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from conftest import smoke_multirun, smoke_settings
 from hydra import compose, initialize_config_dir
 
 from retrievers.types import RetrievalResult
@@ -35,12 +33,6 @@ class ShortestFirst:
         return [1.0 / (1 + len(text)) for text in texts]
 
 
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=smoke", *overrides])
-    return load_settings(cfg)
-
-
 def _trec(path: Path) -> dict[str, list[str]]:
     ranking: dict[str, list[str]] = {}
     for line in path.read_text().splitlines():
@@ -51,11 +43,10 @@ def _trec(path: Path) -> dict[str, list[str]]:
 
 @pytest.mark.needs_data
 def test_reranker_object_from_config_and_fallbacks_in_metrics(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    data_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     monkeypatch.setenv("VIKING_EVAL_ALLOW_TARGETS", "test_hybrid_run")  # ShortestFirst, an own reranker
-    settings = _settings(
+    settings = smoke_settings(
         *HYBRID,
         "+retriever@retrievers.reranked=hybrid_rrf",
         "+retriever@retrievers.failing=hybrid_rrf",
@@ -84,16 +75,12 @@ def test_reranker_object_from_config_and_fallbacks_in_metrics(
 
 
 @pytest.mark.needs_data
-def test_chunked_store_is_evaluated_at_document_level(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    settings = _settings(*HYBRID, "+store.chunking={size:24,overlap:8}", "run.top_k=20")
+def test_chunked_store_is_evaluated_at_document_level(data_env: Path, tmp_path: Path) -> None:
+    settings = smoke_settings(*HYBRID, "+store.chunking={size:24,overlap:8}", "run.top_k=20")
     assert settings.store.chunking is not None and settings.store.chunking.size == 24
     run_experiment(settings, tmp_path / "run")
     corpus_ids = {
-        json.loads(line)["_id"]
-        for line in (shared_datasets / "adi" / "corpus.jsonl").read_text().splitlines()
+        json.loads(line)["_id"] for line in (data_env / "adi" / "corpus.jsonl").read_text().splitlines()
     }
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())["retrievers"]
     for name in ("bm25", "dense", "hybrid"):
@@ -136,31 +123,28 @@ def test_chunked_store_is_evaluated_at_document_level(
 )
 def test_config_errors_stop_the_run_at_start(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        _settings(*HYBRID, *overrides)
+        smoke_settings(*HYBRID, *overrides)
 
 
 def test_reranker_group_options_build() -> None:
-    none = _settings(*HYBRID, "+reranker@retrievers.hybrid.reranker=none")
+    none = smoke_settings(*HYBRID, "+reranker@retrievers.hybrid.reranker=none")
     assert instantiate_objects(none.retrievers[-1].params)["reranker"] is None
     for option, cls in (
         ("embedding", "EmbeddingReranker"),
         ("cross_encoder", "CrossEncoderReranker"),
         ("llm", "LLMReranker"),
     ):
-        settings = _settings(*HYBRID, f"+reranker@retrievers.hybrid.reranker={option}")
+        settings = smoke_settings(*HYBRID, f"+reranker@retrievers.hybrid.reranker={option}")
         reranker = instantiate_objects(settings.retrievers[-1].params)["reranker"]
         assert type(reranker).__name__ == cls  # built lazily: no model is loaded here
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
-def test_multirun_over_keyword_weight_and_rrf_k(shared_datasets: Path, tmp_path: Path) -> None:
+def test_multirun_over_keyword_weight_and_rrf_k(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
-        "-m",
-        "experiment=smoke",
+    done = smoke_multirun(
+        sweep_dir,
         "+retriever@retrievers.hybrid=hybrid_rrf",
         "~retrievers.bm25",
         "~retrievers.dense",
@@ -168,10 +152,7 @@ def test_multirun_over_keyword_weight_and_rrf_k(shared_datasets: Path, tmp_path:
         "retrievers.hybrid.keyword_weight=0.0,1.0",
         "retrievers.hybrid.rrf_k=10,60",
         "sweep.evaluate_best=false",
-        f"hydra.sweep.dir={sweep_dir}",
-    ]
-    environment = {**os.environ, "VIKING_EVAL_DATA": str(shared_datasets)}
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=environment)
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:
         rows = list(csv.DictReader(handle))
@@ -186,7 +167,7 @@ def test_multirun_over_keyword_weight_and_rrf_k(shared_datasets: Path, tmp_path:
 
 @pytest.mark.needs_data
 def test_exported_hybrid_loads_through_load_tuned_and_reproduces_its_run(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    data_env: Path, tmp_path: Path
 ) -> None:
     from omegaconf import OmegaConf
 
@@ -194,7 +175,6 @@ def test_exported_hybrid_loads_through_load_tuned_and_reproduces_its_run(
     from viking_eval.data import load_dataset
     from viking_eval.sweep.export import export
 
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     overrides = [
         "experiment=smoke",
         *HYBRID,
@@ -208,7 +188,7 @@ def test_exported_hybrid_loads_through_load_tuned_and_reproduces_its_run(
         cfg = compose(config_name="config", overrides=overrides)
     run_experiment(load_settings(cfg), tmp_path / "run", config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
     path = export(tmp_path / "run", "hybrid-adi", retriever="hybrid", out_dir=tmp_path)
-    dataset = load_dataset(str(shared_datasets / "adi"), "test")
+    dataset = load_dataset(str(data_env / "adi"), "test")
     retriever = load_tuned(path, documents=dataset.corpus.values())
     assert isinstance(retriever, HybridRetriever) and retriever.store.chunked
     assert retriever.params.fusion == "combmnz" and retriever.params.rrf_k == 10

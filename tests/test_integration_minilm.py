@@ -18,13 +18,10 @@ from viking_eval.data import load_dataset
 from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.integration, pytest.mark.needs_data]
+pytestmark = [pytest.mark.integration, pytest.mark.needs_data, pytest.mark.slow]
 
 
-def test_quickstart_on_adi_with_minilm(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+def test_quickstart_on_adi_with_minilm(data_env: Path, shared_cache: Path, tmp_path: Path) -> None:
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["dataset=adi", "run.latency.n_queries=5"])
     summary = run_experiment(load_settings(cfg), tmp_path / "run")

@@ -14,16 +14,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from hydra import compose, initialize_config_dir
+from conftest import smoke_settings
 
 from viking_eval.data import DataError, DataWarning, load_beir, load_dataset, resolve_dataset
 from viking_eval.data.irds import irds_folder, load_irds, split_label
 from viking_eval.run.experiment import run_experiment
-
-try:
-    from viking_eval.config import load_settings
-except ImportError:  # before the typed config package (viking_eval/config/) landed
-    from viking_eval.settings import load_settings  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -215,14 +210,6 @@ GOOD_QUERIES = [Qry("q1", "alpha")]
 GOOD_QRELS = [Qrel("q1", "d1", 1)]
 
 
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="config", overrides=["experiment=smoke", "run.latency.n_queries=0", *overrides]
-        )
-    return load_settings(cfg)
-
-
 # --------------------------------------------------------------------------- the same data, two paths
 
 
@@ -275,9 +262,13 @@ def test_harness_run_on_irds_equals_the_beir_folder_run(tmp_path: Path) -> None:
     name = register_files(write_files(tmp_path / "irds"))
     beir_folder = write_beir(tmp_path / "synthetic")
     with pytest.warns(DataWarning):
-        via_irds = run_experiment(_settings(f"dataset.name=irds:{name}"), tmp_path / "run_irds")
+        via_irds = run_experiment(
+            smoke_settings("run.latency.n_queries=0", f"dataset.name=irds:{name}"), tmp_path / "run_irds"
+        )
     with pytest.warns(DataWarning):
-        via_beir = run_experiment(_settings(f"dataset.path={beir_folder}"), tmp_path / "run_beir")
+        via_beir = run_experiment(
+            smoke_settings("run.latency.n_queries=0", f"dataset.path={beir_folder}"), tmp_path / "run_beir"
+        )
     assert via_irds.metrics() == via_beir.metrics()
     assert [r.per_query for r in via_irds.results] == [r.per_query for r in via_beir.results]
     assert via_irds.results[0].n_queries == 6

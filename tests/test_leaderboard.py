@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import shared_data_env, smoke_settings
 
 from viking_eval import files
 from viking_eval.benchmark.leaderboard import main
-from viking_eval.config import load_settings
 from viking_eval.config.compose import compose_config, hydra_session
 from viking_eval.run.experiment import run_experiment
 
@@ -22,13 +22,9 @@ def runs(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     """Two finished ADI runs (BM25 + TF-IDF dense; the second with BM25 k1 = 1.2) and a benchmark
     folder holding a copy of the first as its 'adi@static' variant run."""
     root = tmp_path_factory.mktemp("leaderboard")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    with shared_data_env(shared_datasets):
         for name, extra in (("first", []), ("second", ["store.bm25.k1=1.2"])):
-            with hydra_session():
-                settings = load_settings(
-                    compose_config(["experiment=smoke", "run.latency.n_queries=0", *extra])
-                )
+            settings = smoke_settings("run.latency.n_queries=0", *extra)
             run_experiment(settings, root / "runs" / name, config_yaml=_yaml(extra))
     bench = root / "bench"
     shutil.copytree(root / "runs" / "first", bench / "adi@static")

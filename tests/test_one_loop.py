@@ -5,12 +5,12 @@ resumes and reuses the fitted embedder exactly as the CLI does (issue 24)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,22 +23,12 @@ SMOKE_RETRIEVERS = {
 SAME_FILES = ("runs/bm25.trec", "runs/dense.trec", "per_query.csv", "metrics.csv", "significance.csv")
 
 
-def _cli(folder: Path, cache: Path, data: Path) -> None:
-    env = {**os.environ, "VIKING_EVAL_DATA": str(data), "VIKING_EVAL_CACHE": str(cache)}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "viking_eval",
-            "experiment=smoke",
-            "run.latency.n_queries=0",
-            f"hydra.run.dir={folder}",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+def _cli(folder: Path, cache: Path) -> None:
+    done = run_cli(
+        "experiment=smoke",
+        "run.latency.n_queries=0",
+        f"hydra.run.dir={folder}",
+        env={"VIKING_EVAL_CACHE": str(cache)},
     )
     assert done.returncode == 0, done.stderr
 
@@ -51,13 +41,11 @@ evaluate(json.loads(sys.argv[1]), "adi", embedder="tfidf", latency_queries=0, ou
 """
 
 
-def _api(folder: Path, cache: Path, data: Path) -> dict[str, object]:
+def _api(folder: Path, cache: Path) -> dict[str, object]:
     """``evaluate()`` in a process of its own (as a user's script runs it); environment.json."""
-    env = {**os.environ, "VIKING_EVAL_DATA": str(data)}
     done = subprocess.run(
         [sys.executable, "-c", API_RUN, json.dumps(SMOKE_RETRIEVERS), str(folder), str(cache)],
         cwd=REPO,
-        env=env,
         capture_output=True,
         text=True,
         check=False,
@@ -84,10 +72,10 @@ def _environment(folder: Path) -> dict[str, object]:
 
 
 @pytest.mark.needs_data
-def test_api_and_cli_write_the_same_run_and_resume_alike(shared_datasets: Path, tmp_path: Path) -> None:
+def test_api_and_cli_write_the_same_run_and_resume_alike(data_env: Path, tmp_path: Path) -> None:
     cli, api = tmp_path / "cli", tmp_path / "api"
-    _cli(cli, tmp_path / "cli-cache", shared_datasets)
-    first = _api(api, tmp_path / "api-cache", shared_datasets)
+    _cli(cli, tmp_path / "cli-cache")
+    first = _api(api, tmp_path / "api-cache")
 
     for name in SAME_FILES:
         assert (api / name).read_bytes() == (cli / name).read_bytes(), name
@@ -102,8 +90,8 @@ def test_api_and_cli_write_the_same_run_and_resume_alike(shared_datasets: Path, 
     # finished marker (a recomputed one would record a new cost), nothing is refitted or rebuilt,
     # the fitted embedder is loaded from the cache: the API exactly as the CLI
     cli_markers, api_markers = _markers(cli), _markers(api)
-    _cli(cli, tmp_path / "cli-cache", shared_datasets)
-    again = _api(api, tmp_path / "api-cache", shared_datasets)
+    _cli(cli, tmp_path / "cli-cache")
+    again = _api(api, tmp_path / "api-cache")
     cli_again = _environment(cli)
     assert _markers(cli) == cli_markers and _markers(api) == api_markers
     assert (again["cache_builds"], again["cache_hits"]) == (

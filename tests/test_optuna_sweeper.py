@@ -9,13 +9,13 @@ import csv
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
 import yaml
+from conftest import smoke_multirun
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
@@ -35,25 +35,9 @@ from hydra_plugins.viking_optuna_sweeper._impl import (
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
 def _multirun(sweep_dir: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    """``python -m viking_eval -m experiment=smoke ...`` into sweep_dir (ADI, BM25 + TF-IDF)."""
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
-        "-m",
-        "experiment=smoke",
-        "run.latency.n_queries=5",
-        f"hydra.sweep.dir={sweep_dir}",
-        *overrides,
-    ]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    """The smoke multirun (ADI, BM25 + TF-IDF) into sweep_dir, latency timed on 5 queries."""
+    return smoke_multirun(sweep_dir, "run.latency.n_queries=5", *overrides, timeout=timeout)
 
 
 def _job_dirs(sweep_dir: Path) -> list[str]:
@@ -252,6 +236,7 @@ def test_bad_input_stops_before_any_trial(
     assert not (tmp_path / "optimization_results.yaml").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_tpe_study_reports_the_best_trial_folder(data_env: Path, tmp_path: Path) -> None:
     done = _multirun(
@@ -281,6 +266,7 @@ def test_tpe_study_reports_the_best_trial_folder(data_env: Path, tmp_path: Path)
     assert chosen["tuned_on"]["value"] == results["best_value"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_resumed_study_runs_only_the_missing_trials(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
@@ -313,6 +299,7 @@ def test_resumed_study_runs_only_the_missing_trials(data_env: Path, tmp_path: Pa
     assert "trial 5 was left running" in third.stderr + third.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_failed_trials_are_marked_and_the_study_completes(data_env: Path, tmp_path: Path) -> None:
     # split 'nosplit' has no qrels: the job stops with a data error (sys.exit(2)); the grid runs both
@@ -366,6 +353,7 @@ def _dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] >= b[0] and a[1] <= b[1] and a != b
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_nsga2_writes_the_pareto_front_of_quality_and_latency(data_env: Path, tmp_path: Path) -> None:
     done = _multirun(
@@ -399,6 +387,7 @@ def test_nsga2_writes_the_pareto_front_of_quality_and_latency(data_env: Path, tm
 # --- launchers ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_optuna_batches_through_the_joblib_launcher(data_env: Path, tmp_path: Path) -> None:
     # four grid points, two trials per batch in two worker processes; split nosplit exits in a worker
@@ -431,6 +420,7 @@ def test_optuna_batches_through_the_joblib_launcher(data_env: Path, tmp_path: Pa
     assert results["best_value"] == _bm25(tmp_path / best)["metrics"]["nDCG@10"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 @pytest.mark.parametrize(
     "launcher",

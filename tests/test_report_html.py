@@ -18,10 +18,10 @@ from typing import Any
 import matplotlib.image
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from conftest import shared_data_env, smoke_settings
 from scipy import stats
 
-from viking_eval.config import ConfigError, Settings, load_settings
+from viking_eval.config import ConfigError, Settings
 from viking_eval.measures.corrections import holm
 from viking_eval.report import summary_table
 from viking_eval.results.model import RunSummary
@@ -29,12 +29,6 @@ from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _settings(*overrides: str) -> Settings:
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=smoke", *overrides])
-    return load_settings(cfg)
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +39,10 @@ def smoke(
     25 ties, no loss on ADI) is then significant after Holm, the t-test's is not."""
     from viking_eval.run.cache import clear_memo
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+    with shared_data_env(shared_datasets), pytest.MonkeyPatch.context() as patch:
         patch.setenv("VIKING_EVAL_CACHE", str(tmp_path_factory.mktemp("cache")))
         clear_memo()
-        settings = _settings("run.significance.test=wilcoxon", "run.latency.n_queries=20")
+        settings = smoke_settings("run.significance.test=wilcoxon", "run.latency.n_queries=20")
         summary = run_experiment(settings, tmp_path_factory.mktemp("smoke") / "run")
         clear_memo()
     yield summary, settings
@@ -111,11 +104,10 @@ def test_latency_samples_stay_in_latency_json(smoke: tuple[RunSummary, Settings]
 
 
 @pytest.mark.needs_data
-def test_run_baseline_chooses_the_baseline_and_is_validated(
-    shared_datasets: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    summary = run_experiment(_settings("run.baseline=dense", "run.latency.n_queries=0"), tmp_path / "run")
+def test_run_baseline_chooses_the_baseline_and_is_validated(data_env: Path, tmp_path: Path) -> None:
+    summary = run_experiment(
+        smoke_settings("run.baseline=dense", "run.latency.n_queries=0"), tmp_path / "run"
+    )
     rows = _rows(tmp_path / "run" / "significance.csv")
     assert {(row["retriever"], row["baseline"]) for row in rows} == {("bm25", "dense")}
     assert summary.significance is not None and summary.significance.baseline == "dense"
@@ -123,14 +115,14 @@ def test_run_baseline_chooses_the_baseline_and_is_validated(
         ConfigError,
         match=r"run.baseline: 'hybrid' is not a configured retriever; configured: \['bm25', 'dense'\]",
     ):
-        _settings("run.baseline=hybrid")
+        smoke_settings("run.baseline=hybrid")
     with pytest.raises(
         ConfigError,
         match=r"run.significance: significance.correction must be one of \['holm', 'bh', 'none'\], got 'bonferroni'",
     ):
-        _settings("run.significance.correction=bonferroni")
+        smoke_settings("run.significance.correction=bonferroni")
     with pytest.raises(ConfigError, match=r"run.significance: unknown key\(s\) \['tests'\]"):
-        _settings("+run.significance.tests=3")
+        smoke_settings("+run.significance.tests=3")
 
 
 # --------------------------------------------------------------------------- report.html
@@ -220,11 +212,8 @@ def test_report_html_is_self_contained_with_best_in_bold_and_markers(
 
 
 @pytest.mark.needs_data
-def test_report_html_without_latency_or_comparison(
-    shared_datasets: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    run_experiment(_settings("~retrievers.dense", "run.latency.n_queries=0"), tmp_path / "run")
+def test_report_html_without_latency_or_comparison(data_env: Path, tmp_path: Path) -> None:
+    run_experiment(smoke_settings("~retrievers.dense", "run.latency.n_queries=0"), tmp_path / "run")
     text = (tmp_path / "run" / "report.html").read_text()
     assert "One retriever: nothing to compare." in text
     assert "No per-query latency samples" in text

@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from conftest import smoke_settings
 from hydra.utils import get_class
 
-from viking_eval.config import Settings, load_settings
+from viking_eval.config import Settings
 from viking_eval.results.model import ResumeKey
 from viking_eval.run.experiment import run_experiment
 
@@ -36,12 +36,8 @@ def adi(shared_datasets: Path, tmp_path: Path) -> Path:
 
 
 def _settings(dataset: Path, *overrides: str) -> Settings:
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=["experiment=smoke", f"dataset.path={dataset}", "run.latency.n_queries=0", *overrides],
-        )
-    return load_settings(cfg)
+    """The smoke experiment on the copy of ADI at ``dataset``, no latency timing."""
+    return smoke_settings(f"dataset.path={dataset}", "run.latency.n_queries=0", *overrides)
 
 
 def _sha(path: Path) -> str:

@@ -4,18 +4,17 @@ fused like a built-in retriever; bad run files refused with file:line before any
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from conftest import run_cli, smoke_settings
 
 from retrievers import BM25Retriever, ContextStore, Document, HybridRetriever, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
 from retrievers.params import ParamError
 from retrievers.run_file import RunFileError, RunFileRetriever, read_run_file
-from viking_eval.config import ConfigError, load_settings
+from viking_eval.config import ConfigError
 from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -194,23 +193,15 @@ def test_a_run_file_leg_fuses_like_the_built_in_one(store: ContextStore, tmp_pat
 # --------------------------------------------------------------------------- through the harness
 
 
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return load_settings(compose(config_name="config", overrides=["experiment=smoke", *overrides]))
-
-
 @pytest.mark.needs_data
-def test_an_independent_trec_run_gets_the_identical_ndcg(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_independent_trec_run_gets_the_identical_ndcg(data_env: Path, tmp_path: Path) -> None:
     """rank-bm25 over ADI test, written as TREC and scored by pytrec_eval without any of our
     code: the harness, reading the file as a retriever, gets the same nDCG@10 to the last bit,
     per query and on average; fused with the dense retriever through the hybrid it runs too."""
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    folder = shared_datasets / "adi"
+    folder = data_env / "adi"
     run = independent_run.write_run(folder, tmp_path / "adi_bm25.trec")
     expected = independent_run.per_query_ndcg_at_10(folder, run)
-    settings = _settings(
+    settings = smoke_settings(
         "run.latency.n_queries=0",
         "+retriever@retrievers.ext=run_file",
         f"retrievers.ext.path={tmp_path / 'adi_bm25.trec'}",
@@ -234,23 +225,20 @@ def test_an_independent_trec_run_gets_the_identical_ndcg(
 
 
 @pytest.mark.needs_data
-def test_editing_the_run_file_reruns_the_retriever(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
+def test_editing_the_run_file_reruns_the_retriever(data_env: Path, tmp_path: Path) -> None:
     run = tmp_path / "run.trec"
-    independent_run.write_run(shared_datasets / "adi", run, depth=10)
+    independent_run.write_run(data_env / "adi", run, depth=10)
     overrides = (
         "run.latency.n_queries=0",
         "~retrievers.dense",
         "+retriever@retrievers.ext=run_file",
         f"retrievers.ext.path={run}",
     )
-    first = run_experiment(_settings(*overrides), tmp_path / "out")
+    first = run_experiment(smoke_settings(*overrides), tmp_path / "out")
     with open(run, encoding="utf-8") as handle:
         kept = [line for line in handle if not line.startswith("1 ")]  # query 1 dropped
     run.write_text("".join(kept), encoding="utf-8")
-    second = run_experiment(_settings(*overrides), tmp_path / "out")
+    second = run_experiment(smoke_settings(*overrides), tmp_path / "out")
     before, after = (next(r for r in s.results if r.name == "ext") for s in (first, second))
     assert after.n_queries_without_results == before.n_queries_without_results + 1
     marker = json.loads((tmp_path / "out" / "results" / "ext.json").read_text())
@@ -259,13 +247,13 @@ def test_editing_the_run_file_reruns_the_retriever(
 
 def test_a_bad_run_file_stops_the_command_before_any_work(tmp_path: Path) -> None:
     run = _write(tmp_path / "dup.trec", "q1 Q0 d1 1 2.0 s\nq1 Q0 d1 2 1.0 s\n")
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "viking_eval", "experiment=smoke", "+retriever@retrievers.ext=run_file",
-            f"retrievers.ext.path={run}", f"hydra.run.dir={tmp_path / 'out'}",
-        ],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = run_cli(
+        "experiment=smoke",
+        "+retriever@retrievers.ext=run_file",
+        f"retrievers.ext.path={run}",
+        f"hydra.run.dir={tmp_path / 'out'}",
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         f"error: retrievers.ext.path: {run}:2: query 'q1', doc 'd1' appears twice (first at line 1); one line per pair"
@@ -276,29 +264,26 @@ def test_a_bad_run_file_stops_the_command_before_any_work(tmp_path: Path) -> Non
 def test_a_config_error_names_the_nested_leg(tmp_path: Path) -> None:
     run = _write(tmp_path / "bad.trec", "q1 Q0 d1 1 x s\n")
     with pytest.raises(ConfigError) as caught:
-        _settings("+retriever@retrievers.fused=hybrid_rrf", "+retriever@retrievers.fused.keyword_leg=run_file",
+        smoke_settings("+retriever@retrievers.fused=hybrid_rrf", "+retriever@retrievers.fused.keyword_leg=run_file",
                   f"retrievers.fused.keyword_leg.path={run}")  # fmt: skip
     assert caught.value.line().startswith("retrievers.fused.keyword_leg.path: ")
     assert "bad.trec:1: score 'x'" in caught.value.line()
 
 
 @pytest.mark.needs_data
-def test_a_run_file_is_gated_like_any_retriever(
-    shared_datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_run_file_is_gated_like_any_retriever(data_env: Path, tmp_path: Path) -> None:
     """The gate's run-folder comparison: the same run file passes; a run file that lost the
     answers to 15 of ADI's 35 queries (its system regressed) fails on the run-file retriever only."""
     from viking_eval.gate.compare import compare_runs
 
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
     full, damaged = tmp_path / "full.trec", tmp_path / "damaged.trec"
-    independent_run.write_run(shared_datasets / "adi", full)
+    independent_run.write_run(data_env / "adi", full)
     damaged.write_text(
         "".join(line for line in full.read_text().splitlines(keepends=True) if int(line.split()[0]) > 15)
     )
     base = ("run.latency.n_queries=0", "~retrievers.dense", "+retriever@retrievers.ext=run_file")
     for name, path in (("before", full), ("same", full), ("after", damaged)):
-        run_experiment(_settings(*base, f"retrievers.ext.path={path}"), tmp_path / name)
+        run_experiment(smoke_settings(*base, f"retrievers.ext.path={path}"), tmp_path / name)
     assert compare_runs(tmp_path / "same", tmp_path / "before").passed
     report = compare_runs(tmp_path / "after", tmp_path / "before")
     failed = {(r.retriever, r.what) for r in report.results if r.status == "FAIL"}

@@ -6,36 +6,21 @@ import csv
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
+from conftest import run_cli, smoke_multirun, smoke_settings
 
-from viking_eval.config import load_settings
 from viking_eval.run import experiment as loop
 from viking_eval.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
-def _settings(*overrides: str):  # type: ignore[no-untyped-def]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=smoke", *overrides])
-    return load_settings(cfg)
-
-
 @pytest.mark.needs_data
 def test_smoke_run_writes_every_output(data_env: Path, tmp_path: Path) -> None:
-    summary = run_experiment(_settings(), tmp_path / "run", config_yaml="name: smoke\n")
+    summary = run_experiment(smoke_settings(), tmp_path / "run", config_yaml="name: smoke\n")
     out = tmp_path / "run"
     for name in [
         "metrics.json",
@@ -85,8 +70,8 @@ def test_smoke_run_writes_every_output(data_env: Path, tmp_path: Path) -> None:
 
 @pytest.mark.needs_data
 def test_second_run_is_deterministic_and_embeds_nothing(data_env: Path, tmp_path: Path) -> None:
-    first = run_experiment(_settings("run.latency.n_queries=0"), tmp_path / "a")
-    second = run_experiment(_settings("run.latency.n_queries=0"), tmp_path / "b")
+    first = run_experiment(smoke_settings("run.latency.n_queries=0"), tmp_path / "a")
+    second = run_experiment(smoke_settings("run.latency.n_queries=0"), tmp_path / "b")
     assert first.metrics() == second.metrics()
     assert (tmp_path / "a/runs/dense.trec").read_bytes() == (tmp_path / "b/runs/dense.trec").read_bytes()
     environment = json.loads((tmp_path / "b" / "environment.json").read_text())
@@ -98,7 +83,7 @@ def test_second_run_is_deterministic_and_embeds_nothing(data_env: Path, tmp_path
 def test_interrupted_run_resumes_without_redoing_finished_work(
     data_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = _settings("run.latency.n_queries=0")
+    settings = smoke_settings("run.latency.n_queries=0")
     real = loop.run_retriever
     calls: list[str] = []
 
@@ -128,28 +113,19 @@ def test_interrupted_run_resumes_without_redoing_finished_work(
 
 @pytest.mark.needs_data
 def test_changed_parameters_are_not_taken_from_an_old_result(data_env: Path, tmp_path: Path) -> None:
-    run_experiment(_settings("run.latency.n_queries=0", "run.top_k=5"), tmp_path / "run")
-    summary = run_experiment(_settings("run.latency.n_queries=0", "run.top_k=100"), tmp_path / "run")
+    run_experiment(smoke_settings("run.latency.n_queries=0", "run.top_k=5"), tmp_path / "run")
+    summary = run_experiment(smoke_settings("run.latency.n_queries=0", "run.top_k=100"), tmp_path / "run")
     lines = (tmp_path / "run/runs/bm25.trec").read_text().splitlines()
     per_query = max(int(line.split()[3]) for line in lines)
     assert per_query > 5
     assert summary.results[0].metrics["R@100"] >= summary.results[0].metrics["R@10"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
-        "-m",
-        "experiment=smoke",
-        "run.latency.n_queries=5",
-        "store.bm25.k1=0.9,1.5",
-        f"hydra.sweep.dir={sweep_dir}",
-    ]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = smoke_multirun(sweep_dir, "run.latency.n_queries=5", "store.bm25.k1=0.9,1.5", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     with open(sweep_dir / "sweep.csv") as handle:
         rows = list(csv.DictReader(handle))
@@ -182,7 +158,7 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
     assert 0 <= best["best_vs_default"]["p_value"] <= 1
     marker = sweep_dir / "0" / "results" / "bm25.json"
     before = marker.stat().st_mtime_ns
-    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    again = smoke_multirun(sweep_dir, "run.latency.n_queries=5", "store.bm25.k1=0.9,1.5", timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert marker.stat().st_mtime_ns == before  # finished job not redone
     # a resumed job keeps the cost of its work (the markers' recorded seconds), not the resume's
@@ -199,13 +175,7 @@ def test_cli_multirun_writes_sweep_summary_and_resumes(data_env: Path, tmp_path:
 
 @pytest.mark.needs_data
 def test_cli_rejects_bad_parameter_with_range(data_env: Path, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "viking_eval", "experiment=smoke", "run.top_k=0", f"hydra.run.dir={tmp_path}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_cli("experiment=smoke", "run.top_k=0", f"hydra.run.dir={tmp_path}", timeout=120)
     assert done.returncode == 2
     assert "top_k" in done.stderr and "[1, 10000]" in done.stderr and "got 0" in done.stderr
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import smoke_multirun
 
 from viking_eval.results import sweep_folder
 from viking_eval.sweep.summary import sweep_command, sweep_identity, sweep_jobs
@@ -21,30 +21,15 @@ from viking_eval.sweep.summary import sweep_command, sweep_identity, sweep_jobs
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
-
-
 def _sweep(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "viking_eval",
-        "-m",
-        "experiment=smoke",
-        "run.latency.n_queries=0",
-        f"hydra.sweep.dir={sweep_dir}",
-        *overrides,
-    ]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    return smoke_multirun(sweep_dir, "run.latency.n_queries=0", *overrides, timeout=300)
 
 
 def _bm25_ndcg(job_dir: Path) -> float:
     return json.loads((job_dir / "metrics.json").read_text())["retrievers"]["bm25"]["metrics"]["nDCG@10"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_a_sweep_resumed_with_another_grid_uses_only_its_own_jobs(data_env: Path, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
+from conftest import shared_data_env
 
 from retrievers import Document, TunedFileError, load_tuned
 from retrievers.builders import build_store
 from viking_eval.config import load_settings
+from viking_eval.config.compose import compose_config, hydra_session
 from viking_eval.measures.metrics import evaluate, parse_metrics
 from viking_eval.run.experiment import run_experiment
 from viking_eval.sweep.export import ExportError, export
@@ -35,15 +36,12 @@ print(json.dumps({"run": run, "hydra": "hydra" in sys.modules, "omegaconf": "ome
 
 @pytest.fixture(scope="module")
 def smoke_run(shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import os
-
-    os.environ["VIKING_EVAL_DATA"] = str(shared_datasets)
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=smoke", "run.latency.n_queries=0"])
     from omegaconf import OmegaConf
 
-    out = tmp_path_factory.mktemp("run")
-    run_experiment(load_settings(cfg), out, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+    with shared_data_env(shared_datasets), hydra_session():
+        cfg = compose_config(["experiment=smoke", "run.latency.n_queries=0"])
+        out = tmp_path_factory.mktemp("run")
+        run_experiment(load_settings(cfg), out, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
     return out
 
 

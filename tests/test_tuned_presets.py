@@ -5,10 +5,12 @@ Each preset is one entry of ``PRESETS``: the file's name, the dataset and split 
 on (``half="holdout"``: the held-out half of the seeded partition the sweep tuned on, as for
 CISI and LoCoMo, which have only a test split), the per-query scope (LoCoMo: each question
 searches only its conversation) and the ranking depth of the run. To add a family's preset,
-append an entry. The child process imports ``retrievers`` and the harness's data, split,
-metric and cache modules (none of which loads Hydra) and fails if Hydra was imported. Each test
-has its own empty cache (tests/conftest.py), so the child embeds the corpus with the real model:
-on 2 idle cores about 1 minute for CISI and LoCoMo, 4 for SciFact (MiniLM).
+append an entry. One child process evaluates every preset, one after the other (a failing preset
+reports its traceback and the next goes on); it imports ``retrievers`` and the harness's data,
+split, metric and cache modules (none of which loads Hydra), and each preset's answer says
+whether Hydra had been imported by then. The child embeds through the session's shared cache
+(tests/conftest.py: ``shared_cache``), so SciFact and LoCoMo are embedded with the real model
+once (MiniLM, on 2 idle cores about 4 minutes for SciFact, 1 for LoCoMo), not once per preset.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -63,7 +66,7 @@ PRESETS = [
 ]
 
 CHILD = r"""
-import json, sys
+import json, sys, traceback
 from pathlib import Path
 
 from retrievers import load_tuned
@@ -74,39 +77,48 @@ from viking_eval.measures.metrics import evaluate, parse_metrics
 from viking_eval.data.splits import take_half
 import yaml
 
-spec = json.loads(sys.argv[1])
-path = Path(spec["path"])
-data = yaml.safe_load(path.read_text())
-recorded = data["provenance"]["evaluated_on"]["metrics"]
-dataset = load_dataset(spec["dataset"], spec["split"])
-if spec["half"] is not None:
-    dataset = take_half(dataset, spec["half"], key=spec["partition_key"], seed=spec["partition_seed"])
-classes = {"SentenceTransformerEmbedder": SentenceTransformerEmbedder, "StaticEmbedder": StaticEmbedder}
-embedder_spec = data["embedder"]
-embedder = None
-if embedder_spec["class"] in classes:  # through the embedding cache (same vectors, embedded once)
-    embedder = CachedEmbedder(classes[embedder_spec["class"]](**embedder_spec["params"]), ArtifactCache())
-documents = [dataset.corpus[doc_id] for doc_id in sorted(dataset.corpus)]
-scope_key = spec["scope_key"]
-run = {}
-if scope_key is None:
-    retriever = load_tuned(path, documents=documents, embedder=embedder, source_folder=dataset.folder)
-    query_ids = sorted(dataset.qrels)
-    results = retriever.retrieve_batch([dataset.queries[q].text for q in query_ids], spec["top_k"])
-    run = {q: {r.doc_id: r.score for r in rs} for q, rs in zip(query_ids, results)}
-else:
-    full = load_tuned(path, documents=documents, embedder=embedder, source_folder=dataset.folder)
-    by_scope = {}
-    for q in sorted(dataset.qrels):
-        by_scope.setdefault(str(dataset.queries[q].metadata[scope_key]), []).append(q)
-    for scope, query_ids in sorted(by_scope.items()):
-        view = full.store.restricted(full.store.metadata_mask(scope_key, scope))
-        retriever = load_tuned(path, store=view, embedder=full.embedder)
+def evaluate_preset(spec):
+    path = Path(spec["path"])
+    data = yaml.safe_load(path.read_text())
+    recorded = data["provenance"]["evaluated_on"]["metrics"]
+    dataset = load_dataset(spec["dataset"], spec["split"])
+    if spec["half"] is not None:
+        dataset = take_half(dataset, spec["half"], key=spec["partition_key"], seed=spec["partition_seed"])
+    classes = {"SentenceTransformerEmbedder": SentenceTransformerEmbedder, "StaticEmbedder": StaticEmbedder}
+    embedder_spec = data["embedder"]
+    embedder = None
+    if embedder_spec["class"] in classes:  # through the embedding cache (same vectors, embedded once)
+        embedder = CachedEmbedder(classes[embedder_spec["class"]](**embedder_spec["params"]), ArtifactCache())
+    documents = [dataset.corpus[doc_id] for doc_id in sorted(dataset.corpus)]
+    scope_key = spec["scope_key"]
+    run = {}
+    if scope_key is None:
+        retriever = load_tuned(path, documents=documents, embedder=embedder, source_folder=dataset.folder)
+        query_ids = sorted(dataset.qrels)
         results = retriever.retrieve_batch([dataset.queries[q].text for q in query_ids], spec["top_k"])
-        run.update({q: {r.doc_id: r.score for r in rs} for q, rs in zip(query_ids, results)})
-measured = evaluate(run, dataset.qrels, parse_metrics(list(recorded))).aggregate
-assert not any(name.split(".")[0] in ("hydra", "omegaconf") for name in sys.modules), "hydra was imported"
-print(json.dumps({"recorded": recorded, "measured": measured}))
+        run = {q: {r.doc_id: r.score for r in rs} for q, rs in zip(query_ids, results)}
+    else:
+        full = load_tuned(path, documents=documents, embedder=embedder, source_folder=dataset.folder)
+        by_scope = {}
+        for q in sorted(dataset.qrels):
+            by_scope.setdefault(str(dataset.queries[q].metadata[scope_key]), []).append(q)
+        for scope, query_ids in sorted(by_scope.items()):
+            view = full.store.restricted(full.store.metadata_mask(scope_key, scope))
+            retriever = load_tuned(path, store=view, embedder=full.embedder)
+            results = retriever.retrieve_batch([dataset.queries[q].text for q in query_ids], spec["top_k"])
+            run.update({q: {r.doc_id: r.score for r in rs} for q, rs in zip(query_ids, results)})
+    measured = evaluate(run, dataset.qrels, parse_metrics(list(recorded))).aggregate
+    hydra = sorted({n.split(".")[0] for n in sys.modules} & {"hydra", "omegaconf"})
+    return {"recorded": recorded, "measured": measured, "hydra_imported": hydra}
+
+
+answers = {}
+for spec in json.loads(sys.argv[1]):
+    try:
+        answers[spec["name"]] = evaluate_preset(spec)
+    except Exception:
+        answers[spec["name"]] = {"error": traceback.format_exc()}
+print(json.dumps(answers))
 """
 
 
@@ -119,25 +131,43 @@ def test_every_shipped_preset_of_the_checked_families_is_listed() -> None:
     assert shipped <= {preset.name for preset in PRESETS}
 
 
+@pytest.fixture(scope="module")
+def preset_answers(shared_datasets: Path, shared_cache_folder: Path) -> dict[str, dict[str, Any]]:
+    """Every preset of ``PRESETS`` evaluated by one child process: preset name -> its recorded
+    and measured metrics and the Hydra modules imported by then, or the traceback it failed with."""
+    specs = [{**asdict(preset), "path": str(TUNED / f"{preset.name}.yaml")} for preset in PRESETS]
+    environment = {
+        **os.environ,
+        "VIKING_EVAL_DATA": str(shared_datasets),
+        "VIKING_EVAL_CACHE": str(shared_cache_folder),
+        "HF_HUB_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(specs)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=environment,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers: dict[str, dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answers
+
+
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.needs_data
 @pytest.mark.parametrize("preset", PRESETS, ids=[preset.name for preset in PRESETS])
-def test_preset_reproduces_its_recorded_test_metrics(preset: Preset, shared_datasets: Path) -> None:
+def test_preset_reproduces_its_recorded_test_metrics(
+    preset: Preset, preset_answers: dict[str, dict[str, Any]]
+) -> None:
     path = TUNED / f"{preset.name}.yaml"
     assert path.is_file(), f"{path} is listed but not shipped"
     data = yaml.safe_load(path.read_text())
     assert data["provenance"]["tuned_on"]["tuned_on_reported_split"] is False
     assert data["provenance"]["evaluated_on"]["split"].startswith(preset.split)
-    spec = {**asdict(preset), "path": str(path)}
-    environment = {**os.environ, "VIKING_EVAL_DATA": str(shared_datasets), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(spec)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=environment,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = preset_answers[preset.name]
+    assert "error" not in answer, answer.get("error")
+    assert answer["hydra_imported"] == [], "hydra was imported"
     assert answer["measured"] == answer["recorded"]
