@@ -112,15 +112,15 @@ def _named(
 def _embedder_config(embedder: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """An embedder config: a conf/embedder option by name (default: conf/config.yaml's, minilm) or
     a mapping with ``_target_``; validated."""
-    if embedder is None or isinstance(embedder, str):
-        option = CONFIG_DIR / "embedder" / f"{embedder or 'minilm'}.yaml"
-        if not option.is_file():
-            options = sorted(path.stem for path in option.parent.glob("*.yaml"))
-            raise ConfigError(
-                "embedder", f"no option {embedder!r}; the options are: {', '.join(options)} (conf/embedder/)"
-            )
-        embedder = yaml.safe_load(option.read_text(encoding="utf-8"))
-    return check_embedder(dict(embedder))
+    if embedder is not None and not isinstance(embedder, str):
+        return check_embedder(dict(embedder))
+    option = CONFIG_DIR / "embedder" / f"{embedder or 'minilm'}.yaml"
+    if not option.is_file():
+        options = sorted(path.stem for path in option.parent.glob("*.yaml"))
+        raise ConfigError(
+            "embedder", f"no option {embedder!r}; the options are: {', '.join(options)} (conf/embedder/)"
+        )
+    return check_embedder(yaml.safe_load(option.read_text(encoding="utf-8")))  # it checks for a mapping
 
 
 def _config_yaml(settings: Settings, named: Mapping[str, Any]) -> str:

@@ -27,10 +27,10 @@ import logging
 import math
 import numbers
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -115,12 +115,19 @@ def _parse(parser: OverridesParser, line: str, where: str, key: str = "hydra.swe
         raise SweeperConfigError(f"{where}: cannot parse {line!r}: {error}", key=key) from error
 
 
-def _check_choice(source: str, values: Sequence[Any]) -> None:
+Choice = str | int | float | bool | None  # what an Optuna CategoricalDistribution holds
+
+
+def _check_choice(source: str, values: Sequence[Any]) -> tuple[Choice, ...]:
+    """``values``, each checked to be a :data:`Choice`."""
+    checked: list[Choice] = []
     for value in values:
         if value is not None and not isinstance(value, str | int | float | bool):
             raise SweeperConfigError(
                 f"{source}: a choice must be a str, int, float, bool or null, got {value!r}"
             )
+        checked.append(value)
+    return tuple(checked)
 
 
 def make_search_param(override: Override, *, grid: bool) -> SearchParam:
@@ -138,13 +145,13 @@ def make_search_param(override: Override, *, grid: bool) -> SearchParam:
     source = override.input_line or key
     value = override.value()
     if isinstance(value, ChoiceSweep):
-        choices = tuple(override.sweep_iterator(transformer=Transformer.encode))
+        choices = _check_choice(source, tuple(override.sweep_iterator(transformer=Transformer.encode)))
         if not choices:
             raise SweeperConfigError(f"{source}: empty choice; give at least one value")
-        _check_choice(source, choices)
         return SearchParam(key, source, CategoricalDistribution(choices), choices)
     if isinstance(value, RangeSweep):
-        values = tuple(override.sweep_iterator(transformer=Transformer.encode))
+        # Hydra's range() yields ints or floats (sweep_iterator's annotation covers every sweep)
+        values = cast(tuple[int | float, ...], tuple(override.sweep_iterator(transformer=Transformer.encode)))
         if not values:
             raise SweeperConfigError(
                 f"{source}: empty range (from {value.start} up to, not including, {value.stop} "
@@ -308,6 +315,19 @@ def _as_list(value: Any, name: str) -> list[str]:
     )
 
 
+def _plain_dict(value: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """``hydra.sweeper.<name>`` (a mapping by the config schema, VikingOptunaSweeperConf) as a
+    plain dict, a DictConfig resolved; None: empty."""
+    plain = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
+    if not plain:
+        return {}
+    if not isinstance(plain, Mapping):
+        raise SweeperConfigError(
+            f"hydra.sweeper.{name} must be a mapping, got {value!r}", key=f"hydra.sweeper.{name}"
+        )
+    return {str(key): item for key, item in plain.items()}
+
+
 def _redacted(storage: str | None) -> str | None:
     """A storage URL without its password (results files are shared)."""
     return None if storage is None else re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", storage)
@@ -364,11 +384,7 @@ class OptunaSweeperImpl(Sweeper):
             )
         self.sampler_name = sampler
         self.seed = seed
-        self.sampler_kwargs = dict(
-            OmegaConf.to_container(sampler_kwargs, resolve=True)
-            if OmegaConf.is_config(sampler_kwargs)
-            else sampler_kwargs or {}
-        )
+        self.sampler_kwargs = _plain_dict(sampler_kwargs, "sampler_kwargs")
         for name, number in (("n_trials", n_trials), ("n_jobs", n_jobs)):
             if isinstance(number, bool) or not isinstance(number, int) or number < 1:
                 raise SweeperConfigError(
@@ -380,9 +396,7 @@ class OptunaSweeperImpl(Sweeper):
         self.storage = storage
         self.study_name = study_name
         self.load_if_exists = load_if_exists
-        self.params = dict(
-            OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) else params or {}
-        )
+        self.params = _plain_dict(params, "params")
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
         self.launcher: Launcher | None = None
@@ -409,13 +423,13 @@ class OptunaSweeperImpl(Sweeper):
         try:
             if self.sampler_name == "grid":
                 return _grid_sampler({param.key: list(param.grid_values or ()) for param in space}, **kwargs)
-            factory = {
+            factories: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
                 "tpe": optuna.samplers.TPESampler,
                 "random": optuna.samplers.RandomSampler,
                 "cmaes": optuna.samplers.CmaEsSampler,
                 "nsgaii": optuna.samplers.NSGAIISampler,
-            }[self.sampler_name]
-            return factory(**kwargs)
+            }
+            return factories[self.sampler_name](**kwargs)
         except TypeError as error:
             raise SweeperConfigError(
                 f"hydra.sweeper.sampler_kwargs {self.sampler_kwargs} do not fit the {self.sampler_name} sampler: {error}",
@@ -430,12 +444,13 @@ class OptunaSweeperImpl(Sweeper):
             path = self.storage.removeprefix("sqlite:///")
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+        expected = [optuna.study.StudyDirection[item.upper()] for item in self.directions]
         try:
             study = optuna.create_study(
                 storage=self.storage,
                 sampler=optuna.samplers.RandomSampler(),  # replaced below, once the trials are known
                 study_name=name,
-                directions=self.directions,
+                directions=expected,
                 load_if_exists=self.load_if_exists,
             )
         except optuna.exceptions.DuplicatedStudyError as error:
@@ -443,7 +458,6 @@ class OptunaSweeperImpl(Sweeper):
                 f"study {name!r} already exists in {_redacted(self.storage)}; set "
                 "hydra.sweeper.load_if_exists=true to resume it, or another hydra.sweeper.study_name"
             ) from error
-        expected = [optuna.study.StudyDirection[item.upper()] for item in self.directions]
         if list(study.directions) != expected:
             raise SweeperConfigError(
                 f"study {name!r} in {_redacted(self.storage)} has directions "
@@ -764,7 +778,7 @@ def results_document(
 def _grid_sampler(search_space: Mapping[str, list[Any]], **kwargs: Any) -> optuna.samplers.BaseSampler:
     from optuna.samplers import GridSampler
 
-    class AskTellGridSampler(GridSampler):  # type: ignore[misc]
+    class AskTellGridSampler(GridSampler):
         """GridSampler whose after_trial does not call ``study.stop()``: that is legal only
         inside ``study.optimize``; the sweeper stops by counting unvisited grid points."""
 

@@ -205,7 +205,8 @@ def check_store_parts(spec: RetrieverSpec, store: StoreConfig) -> None:
     e.g. the hierarchical retriever's context tree) is refused before the store is built when the
     store settings would not build them."""
     cls = resolve(spec.target, f"retrievers.{spec.name}._target_", "retriever")
-    parts = cls.store_parts(spec.params) if callable(getattr(cls, "store_parts", None)) else ()
+    store_parts = getattr(cls, "store_parts", None)  # KernelRetriever's; a class of one's own may lack it
+    parts = store_parts(spec.params) if callable(store_parts) else ()
     for part in parts:
         if getattr(store, part, None) is None:
             hint = _STORE_PARTS.get(part, f"set store.{part}")

@@ -111,5 +111,6 @@ def adjust(p_values: Sequence[float], correction: str) -> list[float]:
     if correction == "bh":
         return benjamini_hochberg(p_values)
     if correction == "none":
-        return _check_p_values(p_values).tolist()
+        unadjusted: list[float] = _check_p_values(p_values).tolist()  # a 1-d float64 array's list
+        return unadjusted
     raise ValueError(f"correction must be one of {list(CORRECTIONS)}, got {correction!r}")

@@ -55,6 +55,7 @@ def accepted_measures() -> list[str]:
         measure.NAME
         for key in PROVIDERS
         for measure in ir_measures.providers.registry[key].SUPPORTED_MEASURES
+        if measure.NAME is not None  # Optional on ir-measures' base class; every measure sets it
     }
     return sorted(names, key=str.lower)
 

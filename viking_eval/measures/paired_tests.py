@@ -135,7 +135,8 @@ def wilcoxon_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarr
 
 
 def _sign_flip_means(differences: np.ndarray, signs: np.ndarray) -> np.ndarray:
-    return (signs.astype(np.float64) @ differences) / differences.size
+    means: np.ndarray = (signs.astype(np.float64) @ differences) / differences.size
+    return means
 
 
 def permutation_test(

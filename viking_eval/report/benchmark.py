@@ -53,7 +53,8 @@ def metric_table(table: BenchmarkTable, metric: str, *, fmt: str = "github") -> 
                 "-" if mean is None else f"{mean:.4f}",
             ]
         )
-    return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)
+    text: str = tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)  # tabulate: untyped
+    return text
 
 
 def latency_table(table: BenchmarkTable, key: str = "p50_ms", *, fmt: str = "github") -> str:
@@ -70,7 +71,8 @@ def latency_table(table: BenchmarkTable, key: str = "p50_ms", *, fmt: str = "git
         ]
         for row in table.rows
     ]
-    return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)
+    text: str = tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)  # tabulate: untyped
+    return text
 
 
 def _runs_rows(table: BenchmarkTable) -> list[list[str]]:

@@ -66,7 +66,8 @@ def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github
         ]
         for result in summary.results
     ]
-    return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)
+    table: str = tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)  # tabulate: untyped
+    return table
 
 
 def significance_lines(summary: RunSummary) -> list[str]:

@@ -70,9 +70,9 @@ def sweep_plots(rows: list[dict[str, Any]], swept: list[str], metric: str) -> li
             series_key = others[0] if others else None
             figure, axes = plt.subplots(figsize=(6.4, 4.0))
             for series in _axis_values(mine, series_key) if series_key else [None]:
-                points = [row for row in mine if series_key is None or row[series_key] == series]
-                xs = _axis_values(points, key)
-                ys = [next(row[metric] for row in points if row[key] == x) for x in xs]
+                in_series = [row for row in mine if series_key is None or row[series_key] == series]
+                xs = _axis_values(in_series, key)
+                ys = [next(row[metric] for row in in_series if row[key] == x) for x in xs]
                 numeric = all(_number(x) is not None for x in xs)
                 axes.plot(
                     [float(x) for x in xs] if numeric else [str(x) for x in xs],

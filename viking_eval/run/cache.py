@@ -240,7 +240,7 @@ class ArtifactCache:
         name (model id + weights fingerprint + settings), the kind and every text in order."""
         key = content_key(["embeddings", embedder_name, kind, texts_key(texts)])
         memo = _MEMO.get(key)
-        if memo is not None:
+        if isinstance(memo, np.ndarray):  # what an embeddings key holds (below)
             self.hits += 1
             return memo
 
@@ -251,10 +251,10 @@ class ArtifactCache:
             np.save(folder / "vectors.npy", vectors, allow_pickle=False)
 
         folder = self.get_or_build("embeddings", key, build)
-        vectors = np.load(folder / "vectors.npy", allow_pickle=False)
-        vectors.setflags(write=False)
-        _MEMO[key] = vectors
-        return vectors
+        loaded: np.ndarray = np.load(folder / "vectors.npy", allow_pickle=False)  # an .npy file: one array
+        loaded.setflags(write=False)
+        _MEMO[key] = loaded
+        return loaded
 
 
 def current_umask() -> int:
@@ -393,9 +393,9 @@ class CachedEmbedder:
             )
         key = self._key(kind, texts)
         memo = _MEMO.get(key)
-        if memo is not None:
+        if isinstance(memo, np.ndarray):  # what an embeddings key holds
             self.cache.hits += 1
-            return memo  # type: ignore[no-any-return]
+            return memo
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         self.encode_into(texts, kind=kind, out=out)
         out.setflags(write=False)

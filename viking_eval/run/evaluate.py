@@ -113,7 +113,7 @@ def run_retriever(
     """One configured retriever, built over ``store`` (per query scope), evaluated by
     :func:`evaluate_retriever`; its run file goes to ``output_dir`` (None: not written)."""
     cls = resolve(spec.target, f"retrievers.{spec.name}._target_", "retriever")
-    scoped_stores: dict[str | None, ContextStore] = {}
+    scoped_stores: dict[Hashable, ContextStore] = {}
 
     def store_for(scope: Hashable) -> ContextStore:
         if scope not in scoped_stores:

@@ -167,7 +167,7 @@ def embedder_for(
     key = content_key(
         ["embedder", json.dumps(settings.embedder, sort_keys=True, default=str), corpus_key(dataset)]
     )
-    embedder = memo_get(key)
+    embedder: Embedder | None = memo_get(key)  # an embedder key holds the embedder put below
     if embedder is None:
         built = build_object(settings.embedder, "embedder", "embedder")  # through the class registry
         embedder = prepare_embedder(built, dataset, cache, settings.embedder)

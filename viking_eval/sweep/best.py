@@ -79,7 +79,9 @@ def write_best(
     best_row = sorted(candidates, key=lambda row: (sign * row[metric], len(row["job"]), row["job"]))[0]
     job_dir = sweep_dir / best_row["job"]
     best_settings = load_settings(run_folder.load_config(job_dir))
-    default_cfg = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
+    default_cfg = OmegaConf.masked_copy(
+        config, [key for key in config if isinstance(key, str) and key != "hydra"]
+    )
     default_settings = load_settings(default_cfg)
     best_final = run_experiment(best_settings, sweep_dir / layout.BEST_FINAL, phase="final")
     default_final = run_experiment(default_settings, sweep_dir / layout.DEFAULT_FINAL, phase="final")
