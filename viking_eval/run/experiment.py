@@ -52,7 +52,7 @@ from viking_eval.files import sha256_file
 from viking_eval.gate import checks as gate
 from viking_eval.measures.metrics import deeper_than_run, depth_note, evaluate
 from viking_eval.measures.significance import compare_with_baseline
-from viking_eval.progress import progress_bar, progress_shown
+from viking_eval.progress import library_progress, progress_bar
 from viking_eval.report import summary_table
 from viking_eval.results import run_folder
 from viking_eval.results.environment import collect_environment, peak_rss_mb
@@ -172,7 +172,7 @@ class StoreLoader:
                         show_progress=self.settings.show_progress,
                     ),
                     self.settings.store,
-                    show_progress=progress_shown(self.settings.show_progress),
+                    show_progress=library_progress(self.settings.show_progress),
                     source_folder=self.dataset.folder,
                     folder=folder,  # built into the entry's folder part by part, and saved there
                 )
