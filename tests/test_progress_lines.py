@@ -208,3 +208,19 @@ def test_loading_minilm_shows_no_loading_weights_bar(tmp_path: Path) -> None:
     assert re.search(
         r"^loading model sentence-transformers/all-MiniLM-L6-v2: done in \d+:\d\d$", done.stderr, re.M
     )
+
+
+def test_a_bad_interval_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "viking_eval", "experiment=smoke", f"hydra.run.dir={tmp_path / 'run'}"],
+        capture_output=True,
+        text=True,
+        env=_environment(VIKING_EVAL_PROGRESS_INTERVAL="soon", VIKING_EVAL_CACHE=str(tmp_path / "cache")),
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert [line for line in done.stderr.splitlines() if line.strip()] == [
+        "error: VIKING_EVAL_PROGRESS_INTERVAL must be a number of seconds > 0 (such as 10 or 0.5), got 'soon'"
+    ]
+    assert not (tmp_path / "run").exists()
