@@ -303,9 +303,9 @@ def quiet_model_bars() -> None:
     if "transformers" in sys.modules:
         from transformers.utils import logging as transformers_logging
 
-        transformers_logging.disable_progress_bar()
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     if "huggingface_hub" in sys.modules:
-        from huggingface_hub.utils import disable_progress_bars
+        from huggingface_hub import disable_progress_bars
 
         disable_progress_bars()
 
