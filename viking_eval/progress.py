@@ -305,7 +305,7 @@ def quiet_model_bars() -> None:
 
         transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     if "huggingface_hub" in sys.modules:
-        from huggingface_hub import disable_progress_bars
+        from huggingface_hub.utils.tqdm import disable_progress_bars
 
         disable_progress_bars()
 
