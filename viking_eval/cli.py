@@ -50,7 +50,7 @@ from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
 from viking_eval.data.splits import Phase, check_half_for_sweep
 from viking_eval.exits import EXIT_FAILED, EXIT_OK, debugging, invalid
-from viking_eval.progress import quiet_libraries
+from viking_eval.progress import progress_interval, quiet_libraries
 from viking_eval.run.cache import CacheError
 
 OPTUNA_SWEEPER = "hydra_plugins.viking_optuna_sweeper.sweeper.VikingOptunaSweeper"
@@ -348,6 +348,10 @@ def app(cfg: DictConfig) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: pre-flight, then the Hydra app with the same arguments."""
     quiet_libraries(debug=debugging())  # libraries' info/debug lines and bars: VIKING_EVAL_DEBUG=1 shows them
+    try:
+        progress_interval()  # VIKING_EVAL_PROGRESS_INTERVAL: refused now, not in the middle of a run
+    except ValueError as error:
+        invalid(str(error))
     arguments = habits(sys.argv[1:] if argv is None else argv)
     preflight(arguments)
     sys.argv = [sys.argv[0], *arguments]

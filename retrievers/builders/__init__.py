@@ -7,7 +7,8 @@ document embedding (the embedder), the vector index (``retrievers/index/ann.py``
 embeddings: ``similar_to`` edges use them). The result is a :class:`~retrievers.store.ContextStore`
 to save; loading one never imports this package. With ``show_progress`` each phase is a labelled
 line on stderr (``store: tree (5,183 docs) [00:42]``; the BM25 index has a bar of its own, the
-embedding its embedder's) through tqdm, which sentence-transformers brings; without tqdm, none.
+embedding its embedder's) through tqdm, which sentence-transformers brings (without tqdm, none),
+or through the caller's factory (:mod:`retrievers.progress`).
 
 Memory. With ``folder`` the store is built into that folder and each part goes to its files as
 soon as it is made, then is memory-mapped back: documents are written column by column, the
@@ -35,6 +36,7 @@ from retrievers.builders.chunking import chunk_documents
 from retrievers.builders.edges import build_edges
 from retrievers.builders.hierarchy import build_tree
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
+from retrievers.progress import ShowProgress, open_bar
 from retrievers.store import ContextStore, StoreConfig
 from retrievers.store.columns import DocumentColumns
 from retrievers.store.ids import RowIndex
@@ -114,18 +116,19 @@ def _check_unique(documents: list[Document]) -> None:
 
 
 @contextmanager
-def _phase(label: str, show: bool) -> Iterator[None]:
-    """One build phase as a labelled line with its time, ``store: <label> [mm:ss]``."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        show = False
-    if not show:
+def _phase(label: str, show: ShowProgress) -> Iterator[None]:
+    """One build phase as a labelled line with its time, ``store: <label> [mm:ss]`` (a caller's
+    factory gets no total: a phase has no count)."""
+    bar = open_bar(
+        show, None if callable(show) else 1, f"store: {label}", "", bar_format="{desc} [{elapsed}]"
+    )
+    if bar is None:
         yield
         return
-    with tqdm(total=1, desc=f"store: {label}", bar_format="{desc} [{elapsed}]", dynamic_ncols=True) as bar:
+    with bar:
         yield
-        bar.update()
+        if not callable(show):  # tqdm's bar: 1/1 shows its time; a caller's bar has no count
+            bar.update()
 
 
 def build_store(
@@ -133,7 +136,7 @@ def build_store(
     embedder: Embedder | None,
     config: StoreConfig | None = None,
     *,
-    show_progress: bool = False,
+    show_progress: ShowProgress = False,
     source_folder: Path | None = None,
     folder: Path | None = None,
 ) -> ContextStore:

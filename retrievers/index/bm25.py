@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import bm25s
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.progress import ShowProgress, open_bar
 from retrievers.ranking import check_mask, check_positive_int
 from retrievers.text import (
     WORD_PATTERN,
@@ -30,16 +32,6 @@ from retrievers.text import (
 )
 
 __all__ = ["BM25_METHODS", "BM25Index"]
-
-
-def _progress_bar(total: int, desc: str) -> Any:
-    """A labelled tqdm bar on stderr, or None where tqdm is not installed (it comes with
-    sentence-transformers; this library does not require it)."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="doc", dynamic_ncols=True)
 
 
 #: a query's candidates are found by merging its postings when they hold at most 1/32 of the
@@ -132,14 +124,14 @@ class BM25Index:
         delta: float = 0.5,
         stopwords: str | None = "en",
         stemmer: str | None = "english",
-        show_progress: bool = False,
+        show_progress: ShowProgress = False,
     ) -> BM25Index:
         """Index ``texts`` (row i = document i).
 
         Defaults k1=0.9, b=0.4 with Lucene idf are Pyserini's BEIR "flat" settings. ``k1 > 0``,
         ``0 <= b <= 1``, ``method`` in ``BM25_METHODS``, ``delta >= 0`` (used by bm25l/bm25+ only).
         At least one document must keep a term after tokenization. ``show_progress``: one
-        labelled bar on stderr, ``bm25 index (<n> docs)``.
+        labelled bar, ``bm25 index (<n> docs)`` (:mod:`retrievers.progress`).
 
         Built in chunks (:func:`_build_scores`): texts become integer term ids chunk by chunk
         (:class:`~retrievers.text.TermIds`), each chunk is reduced to its (document, term,
@@ -155,12 +147,9 @@ class BM25Index:
             )
         if not len(texts):
             raise ValueError("texts must hold at least 1 document, got 0")
-        bar = _progress_bar(len(texts), f"bm25 index ({len(texts):,} docs)") if show_progress else None
-        try:
+        bar = open_bar(show_progress, len(texts), f"bm25 index ({len(texts):,} docs)", "doc")
+        with bar if bar is not None else nullcontext():
             data, indices, indptr, vocab, nonoccurrence = _build_scores(texts, params, bar=bar)
-        finally:
-            if bar is not None:
-                bar.close()
         model = bm25s.BM25(
             k1=float(k1),
             b=float(b),

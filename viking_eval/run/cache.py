@@ -23,6 +23,7 @@ the basic launcher (one process) embed and read from disk once.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ import re
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,7 @@ from filelock import FileLock
 
 from retrievers.types import Embedder, EncodeKind
 from viking_eval.files import sha256_file
-from viking_eval.progress import progress_bar
+from viking_eval.progress import progress_bar, quiet_model_bars, stage
 
 log = logging.getLogger(__name__)
 
@@ -338,6 +340,7 @@ RESUME_CHUNK = 4096
 :data:`ENCODE_CHUNK`): a corpus is cached in parts, so a build that stops (a crash, a kill, a
 full disk) keeps what it encoded and the next run encodes only the missing parts."""
 
+_LOADED: weakref.WeakSet[Any] = weakref.WeakSet()  # embedders whose model a wrapper loaded (said once)
 _MEMO_BYTES = 256 << 20  # results larger than this are not kept in memory by ``encode``
 
 
@@ -375,13 +378,32 @@ class CachedEmbedder:
         self.name = inner.name
         self.label = label
         self.show_progress = show_progress
+        self._dim: int | None = None  # the wrapped embedder's, once asked (its model loaded)
         #: parts found in the cache / encoded by the last call with more than RESUME_CHUNK texts
         self.parts_cached = 0
         self.parts_encoded = 0
 
     @property
     def dim(self) -> int:
-        return self.inner.dim
+        return self._loaded_dim()
+
+    def _loaded_dim(self) -> int:
+        """The wrapped embedder's width, its model loaded first when it loads one lazily (a
+        ``model`` property: sentence-transformers), as a stage of its own (``loading model
+        <name>``: plain lines without a terminal) with Hugging Face's own bars off."""
+        if self._dim is not None:
+            return self._dim
+        if isinstance(getattr(type(self.inner), "model", None), property) and self.inner not in _LOADED:
+            quiet_model_bars()
+            what = getattr(self.inner, "model_name", self.name)
+            with stage(f"loading model {what}", self.show_progress):
+                dim = self.inner.dim
+        else:
+            dim = self.inner.dim
+        self._dim = dim
+        with contextlib.suppress(TypeError):  # not weakly referable: said again by the next wrapper
+            _LOADED.add(self.inner)
+        return dim
 
     def _key(self, kind: EncodeKind, texts: Sequence[str]) -> str:
         return content_key(["embeddings", self.name, kind, texts_key(texts)])
@@ -474,6 +496,7 @@ class CachedEmbedder:
         return np.concatenate(blocks)
 
     def _encode(self, texts: Sequence[str], kind: EncodeKind) -> np.ndarray:
+        self._loaded_dim()  # a model loads here, as a stage, rather than inside the first call
         if len(texts) <= ENCODE_CHUNK:  # one call, as before; no bar for a few texts
             return self.inner.encode(texts, kind=kind)
         unit = "doc" if kind == "document" else "query"

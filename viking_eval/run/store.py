@@ -20,7 +20,7 @@ from viking_eval.config.errors import from_library_error
 from viking_eval.config.objects import build_object
 from viking_eval.data import BeirDataset, DataError
 from viking_eval.files import sha256_file
-from viking_eval.progress import progress_shown
+from viking_eval.progress import library_progress
 from viking_eval.run.ann_quality import describe_index
 from viking_eval.run.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
 
@@ -131,7 +131,7 @@ class StoreLoader:
                         show_progress=self.settings.show_progress,
                     ),
                     self.settings.store,
-                    show_progress=progress_shown(self.settings.show_progress),
+                    show_progress=library_progress(self.settings.show_progress),
                     source_folder=self.dataset.folder,
                     folder=folder,  # built into the entry's folder part by part, and saved there
                 )
