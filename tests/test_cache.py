@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from viking_eval.run.cache import ArtifactCache, CachedEmbedder, CacheError, clear_memo, content_key
+from viking_eval.run.cache import ArtifactCache, CacheError, clear_memo, content_key
+from viking_eval.run.cached_embedder import CachedEmbedder
 
 
 class CountingEmbedder:

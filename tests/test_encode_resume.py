@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import viking_eval.run.cache as cache_module
+import viking_eval.run.cached_embedder as cache_module
 from retrievers import ContextStore, Document
 from retrievers.builders import build_store
 from retrievers.types import EncodeKind
-from viking_eval.run.cache import ArtifactCache, CachedEmbedder, clear_memo
+from viking_eval.run.cache import ArtifactCache, clear_memo
+from viking_eval.run.cached_embedder import CachedEmbedder
 
 
 class Crash(RuntimeError):

@@ -29,7 +29,8 @@ from retrievers.http import EndpointError, JsonEndpoint, server_message
 from retrievers.params import ParamError
 from retrievers.rerank import HTTPReranker, RerankError, rerank_with_fallback
 from retrievers.types import Embedder, RetrievalResult
-from viking_eval.run.cache import ArtifactCache, CachedEmbedder, clear_memo
+from viking_eval.run.cache import ArtifactCache, clear_memo
+from viking_eval.run.cached_embedder import CachedEmbedder
 
 Answer = tuple[int, dict[str, str], bytes]
 KEY = "sk-test-0123456789"

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("viking_eval.config",),
     ("viking_eval.data",),
     # values: a run's results, a benchmark's table, the ANN quality measure (what reports show)
-    ("viking_eval.results.model", "viking_eval.results.environment"),
+    ("viking_eval.results.model", "viking_eval.results.environment", "viking_eval.results.layout"),
     ("viking_eval.benchmark.table", "viking_eval.run.ann_quality"),
     ("viking_eval.report",),
     ("viking_eval.results",),  # the run folder: reads and writes its files, renders the reports

@@ -20,7 +20,8 @@ from retrievers.index import BM25Index
 from retrievers.types import EncodeKind
 from viking_eval.progress import ProgressLines, library_progress, progress_bar, progress_interval
 from viking_eval.run import cache as cache_module
-from viking_eval.run.cache import ArtifactCache, CachedEmbedder
+from viking_eval.run.cache import ArtifactCache
+from viking_eval.run.cached_embedder import CachedEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 # <stage>: <count>/<total> <unit> (<rate>/s, <elapsed>, ~<left> left)
@@ -187,7 +188,8 @@ def test_a_run_with_stderr_to_a_file_shows_plain_progress_lines(
 def test_loading_minilm_shows_no_loading_weights_bar(tmp_path: Path) -> None:
     program = (
         "from retrievers.embedders import SentenceTransformerEmbedder\n"
-        "from viking_eval.run.cache import ArtifactCache, CachedEmbedder\n"
+        "from viking_eval.run.cache import ArtifactCache\n"
+        "from viking_eval.run.cached_embedder import CachedEmbedder\n"
         "embedder = CachedEmbedder(SentenceTransformerEmbedder('sentence-transformers/all-MiniLM-L6-v2'),\n"
         "                          ArtifactCache(), label='two', show_progress=None)\n"
         "print(embedder.encode(['a first text', 'a second one'], kind='query').shape)\n"

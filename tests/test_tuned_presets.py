@@ -71,7 +71,8 @@ from pathlib import Path
 
 from retrievers import load_tuned
 from retrievers.embedders import SentenceTransformerEmbedder, StaticEmbedder, TfidfEmbedder
-from viking_eval.run.cache import ArtifactCache, CachedEmbedder
+from viking_eval.run.cache import ArtifactCache
+from viking_eval.run.cached_embedder import CachedEmbedder
 from viking_eval.data import load_dataset
 from viking_eval.measures.metrics import evaluate, parse_metrics
 from viking_eval.data.splits import take_half

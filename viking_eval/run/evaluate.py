@@ -24,7 +24,8 @@ from viking_eval.progress import progress_bar
 from viking_eval.results import run_folder
 from viking_eval.results.model import RetrieverResult
 from viking_eval.run.ann_quality import AnnQuality
-from viking_eval.run.cache import ArtifactCache, CachedEmbedder
+from viking_eval.run.cache import ArtifactCache
+from viking_eval.run.cached_embedder import CachedEmbedder
 from viking_eval.run.contract import check_batch, check_results
 from viking_eval.run.inputs import build_retriever, dataset_queries, wants_queries
 from viking_eval.run.latency import measure_latency

@@ -22,7 +22,8 @@ from viking_eval.data import BeirDataset, DataError
 from viking_eval.files import sha256_file
 from viking_eval.progress import library_progress
 from viking_eval.run.ann_quality import describe_index
-from viking_eval.run.cache import ArtifactCache, CachedEmbedder, content_key, memo_get, memo_put
+from viking_eval.run.cache import ArtifactCache, content_key, memo_get, memo_put
+from viking_eval.run.cached_embedder import CachedEmbedder
 
 
 def corpus_key(dataset: BeirDataset) -> str:
