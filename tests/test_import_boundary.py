@@ -35,3 +35,25 @@ def test_import_retrievers_stays_light() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_loading_a_store_and_a_tuned_file_imports_no_builder(tmp_path: Path) -> None:
+    """Serving needs no build code (issue 24): importing retrievers, its store and load_tuned, and
+    loading a saved store, leave every module of retrievers.builders out of sys.modules (the
+    store used to import the builder inside ContextStore.build: a cycle hidden in a function)."""
+    from retrievers import Document, StoreConfig
+    from retrievers.builders import build_store
+
+    build_store([Document("a", "one text"), Document("b", "another")], None, StoreConfig()).save(
+        tmp_path / "s"
+    )
+    code = (
+        "import sys, retrievers, retrievers.store\n"
+        "from retrievers import load_tuned\n"
+        "from retrievers.store import ContextStore\n"
+        f"store = ContextStore.load(__import__('pathlib').Path({str(tmp_path / 's')!r}))\n"
+        "assert len(store) == 2\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('retrievers.builders'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""

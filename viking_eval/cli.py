@@ -90,9 +90,7 @@ def habits(argv: Sequence[str]) -> list[str]:
     or ``--dataset=adi`` (argparse would take a prefix of one of Hydra's own flags, e.g.
     ``--experimental-rerun``) is refused with the ``key=value`` form to type; ``dataset=irds:<id>``
     (the form README.md and docs/datasets-irds.md write) becomes ``dataset.name=irds:<id>``."""
-    from hydra._internal.utils import get_args_parser  # see _hydra_arguments
-
-    flags = {option for action in get_args_parser()._actions for option in action.option_strings}
+    flags = {option for action in _hydra_parser()._actions for option in action.option_strings}
     taking_value = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn"}
     taking_value |= {"--config-dir", "-cd", "--experimental-rerun"}
     kept: list[str] = []
@@ -118,14 +116,21 @@ def habits(argv: Sequence[str]) -> list[str]:
     return kept
 
 
-def _hydra_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
-    """``argv`` read as the Hydra app will read it (flags, ``--config-dir``, overrides); None when
-    argparse refuses it. Hydra has no public API for its command-line parser, so this is the CLI's
-    one use of ``hydra._internal``: the pre-flight must see exactly the arguments the app will."""
+def _hydra_parser() -> argparse.ArgumentParser:
+    """Hydra's own command-line parser. Hydra has no public API for it, so this is the CLI's one
+    use of ``hydra._internal``: the pre-flight and :func:`habits` must read the arguments exactly
+    as the app will."""
     from hydra._internal.utils import get_args_parser
 
+    parser: argparse.ArgumentParser = get_args_parser()
+    return parser
+
+
+def _hydra_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``argv`` read as the Hydra app will read it (flags, ``--config-dir``, overrides); None when
+    argparse refuses it."""
     try:
-        return get_args_parser().parse_args(list(argv))
+        return _hydra_parser().parse_args(list(argv))
     except SystemExit:
         return None
 
