@@ -58,7 +58,12 @@ def test_runs_and_benchmarks_in_one_table(
         rows = list(csv.DictReader(handle))
     # 2 runs x 2 retrievers, and the benchmark's run once (not again as a plain run): 6 rows
     assert len(rows) == 6
-    assert {row["retriever"] for row in rows} == {"bm25", "dense", "bm25@static", "dense@static"}
+    assert {row["retriever"] for row in rows} == {
+        "bm25",
+        "dense · tfidf",
+        "bm25@static",
+        "dense@static · tfidf",
+    }
     first = json.loads((runs / "runs" / "first" / "metrics.json").read_text())
     bm25 = next(row for row in rows if row["retriever"] == "bm25" and row["folder"].endswith("first"))
     assert float(bm25["nDCG@10"]) == first["retrievers"]["bm25"]["metrics"]["nDCG@10"]

@@ -279,6 +279,8 @@ def test_a_folder_marked_failed_is_not_finished(tmp_path: Path) -> None:
     assert json.loads((tmp_path / layout.STATUS).read_text(encoding="utf-8")) == {
         "status": "failed",
         "error": "data/corpus.jsonl:2: not JSON",
+        "folder": str(tmp_path),
+        "clean": f"python -m viking_eval.clean {tmp_path.parent}",
     }
     assert not run_folder.is_finished_run(tmp_path)
     (tmp_path / layout.STATUS).write_text("[unclosed", encoding="utf-8")  # unreadable: not finished

@@ -1,9 +1,18 @@
 """``python -m viking_eval.benchmark.leaderboard <folders...> [--csv FILE] [--md FILE]``: finished runs, side by side.
 
-Each folder is a run folder, a benchmark folder (its dataset runs, rows named as in its table:
-``dense@static``) or any folder holding them (searched recursively; a run inside a benchmark
-counts once). One row per (run, retriever): retriever, config hash, dataset, split, every metric,
-queries, date, git sha, folder; sorted by dataset, then the first metric, best first.
+Each folder is a run folder, a benchmark folder (its dataset runs) or any folder holding them
+(searched recursively; a run inside a benchmark counts once). One row per (run, retriever):
+retriever, config hash, dataset, split, every metric, queries, date, git sha, folder; sorted by
+dataset, then the first metric, best first.
+
+A row is named by what it ran (:func:`leaderboard_name`): the retriever's name as its run or
+benchmark table names it (``dense``, ``dense@static`` for a benchmark variant's run), then
+`` · `` and the embedder (:func:`embedder_label`: the model id's last part, ``all-MiniLM-L6-v2``,
+else the embedder class's short name, ``tfidf``): ``dense · all-MiniLM-L6-v2``,
+``dense@static · tokenlearn-static-model``. Retrievers that never read the embedder
+(``LEXICAL_TARGETS``: BM25, a run file) have no embedder in their name, since their results do not
+depend on it. Two runs differing only in the embedder's parameters (TF-IDF ``dim``) share a name;
+the config hash tells them apart.
 
 Results are put side by side only when they are comparable. Rows on the same dataset and split
 must have been computed from the same data (the sha256 of the corpus, queries and qrels files
@@ -41,10 +50,21 @@ from viking_eval.config import ConfigError, check_store
 from viking_eval.config.registry import is_allowed, resolve
 from viking_eval.results import benchmark_folder, layout, run_folder
 
-__all__ = ["LeaderboardError", "LeaderboardRow", "collect", "main", "table_rows"]
+__all__ = [
+    "LeaderboardError",
+    "LeaderboardRow",
+    "collect",
+    "embedder_label",
+    "leaderboard_name",
+    "main",
+    "table_rows",
+]
 
 EXIT_OK = 0
 EXIT_INVALID = 2
+
+LEXICAL_TARGETS = frozenset({"retrievers.baselines.BM25Retriever", "retrievers.run_file.RunFileRetriever"})
+"""Retriever classes whose ``uses_embedder()`` is always False: no embedder in their row name."""
 
 
 class LeaderboardError(ValueError):
@@ -111,6 +131,36 @@ def config_hash(config: dict[str, Any], retriever: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+def embedder_label(embedder: Any) -> str | None:
+    """The embedder of a run as a row name shows it: the last part of its model id
+    (``model_name`` or ``model``: ``sentence-transformers/all-MiniLM-L6-v2`` -> ``all-MiniLM-L6-v2``),
+    else its class's name without ``Embedder``, lower case (``TfidfEmbedder`` -> ``tfidf``); None
+    when the run has no embedder config."""
+    if not isinstance(embedder, dict):
+        return None
+    for key in ("model_name", "model"):
+        model = embedder.get(key)
+        if isinstance(model, str) and model.strip("/"):
+            return model.rstrip("/").rsplit("/", 1)[-1]
+    target = embedder.get("_target_")
+    if not isinstance(target, str) or not target:
+        return None
+    name = target.rsplit(".", 1)[-1]
+    return (name.removesuffix("Embedder") or name).lower()
+
+
+def leaderboard_name(retriever: str, variant: str | None, config: dict[str, Any]) -> str:
+    """``<retriever>[@<variant>] · <embedder>``; without `` · <embedder>`` for a retriever that
+    never reads the embedder (``LEXICAL_TARGETS``) or a run without an embedder config."""
+    name = row_name(retriever, variant)
+    node = (config.get("retrievers") or {}).get(retriever)
+    target = node.get("_target_") if isinstance(node, dict) else None
+    label = embedder_label(config.get("embedder"))
+    if label is None or target in LEXICAL_TARGETS:
+        return name
+    return f"{name} · {label}"
+
+
 def _git(environment: dict[str, Any]) -> str:
     git = environment.get("git") if isinstance(environment.get("git"), dict) else {}
     sha = str((git or {}).get("sha") or "")[:12]
@@ -131,7 +181,7 @@ def _run_rows(folder: Path, variant: str | None = None) -> list[LeaderboardRow]:
     for name, entry in (metrics.get("retrievers") or {}).items():
         rows.append(
             LeaderboardRow(
-                retriever=row_name(name, variant),
+                retriever=leaderboard_name(name, variant, config),
                 config_hash=config_hash(config, name),
                 dataset=str(metrics.get("dataset")),
                 split=str(metrics.get("split")),

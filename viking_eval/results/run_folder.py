@@ -7,8 +7,9 @@ A run folder holds ``config.yaml`` (resolved), ``environment.json``, ``runs/<ret
 produced it), ``metrics.json`` + ``metrics.csv``, ``per_query.csv``, ``latency.json``,
 ``significance.csv``, ``report.md`` and ``report.html`` (rendered by ``report/``), as a gate run
 ``gate.txt`` and ``gate.csv``, as a sweep job ``sweep_job.json`` (``sweep_folder.py``), and, when
-the run failed, ``status.json`` (``{"status": "failed", "error": ...}``): a failed run is not
-finished, whatever earlier attempt's files it still holds. ``metrics.json`` is a stable
+the run failed, ``status.json`` (``{"status": "failed", "error": ..., "folder": ..., "clean":
+...}``: the folder and the command that lists and removes failed runs): a failed run is not
+finished, whatever earlier attempt's files it still holds; :func:`remove_run` removes one. ``metrics.json`` is a stable
 contract::
 
     {"dataset": ..., "split": ..., "n_queries": ..., "data_issues": {...}, "wall_seconds": ...,
@@ -25,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -228,11 +230,51 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
     (folder / layout.STATUS).unlink(missing_ok=True)  # last: finished now, whatever failed before
 
 
+def clean_command(folder: Path) -> str:
+    """The command that lists the failed runs beside ``folder`` (and removes them with ``--yes``)."""
+    return f"python -m viking_eval.clean {folder.parent}"
+
+
 def mark_failed(folder: Path, message: str) -> None:
-    """``status.json`` ``{"status": "failed", "error": message}``: the run failed, so the files an
-    earlier attempt left in ``folder`` do not make it a finished run (:func:`is_finished_run`).
-    Removed when a later run in the folder finishes (:func:`write_outputs`)."""
-    files.write_json(folder / layout.STATUS, {"status": FAILED, "error": message})
+    """``status.json`` ``{"status": "failed", "error": message, "folder": ..., "clean": ...}``:
+    the run failed, so the files an earlier attempt left in ``folder`` do not make it a finished
+    run (:func:`is_finished_run`); ``folder`` and ``clean`` say where it is and how to list and
+    remove failed runs (``python -m viking_eval.clean``). Removed when a later run in the folder
+    finishes (:func:`write_outputs`)."""
+    files.write_json(
+        folder / layout.STATUS,
+        {"status": FAILED, "error": message, "folder": str(folder), "clean": clean_command(folder)},
+    )
+
+
+def read_error(folder: Path) -> str:
+    """The error line ``status.json`` records ('' when there is none or it cannot be read)."""
+    try:
+        error = read_json_object(folder / layout.STATUS).get("error")
+    except RunFolderError as problem:
+        return str(problem)
+    return error if isinstance(error, str) else ""
+
+
+def holds_finished_run(folder: Path) -> bool:
+    """``folder`` is a finished run or holds one anywhere below it (a sweep's job, a benchmark's
+    dataset run, ``best_final/``)."""
+    if is_finished_run(folder):
+        return True
+    return any(is_finished_run(path.parent) for path in folder.rglob(layout.METRICS))
+
+
+class RemoveRefused(RunFolderError):
+    """A folder :func:`remove_run` will not remove (finished, or holding a finished run)."""
+
+
+def remove_run(folder: Path) -> None:
+    """Remove a run folder that did not finish (failed or abandoned), with everything in it.
+    RemoveRefused when it is a finished run or holds one (a sweep or benchmark folder with
+    finished jobs): a finished run is never removed."""
+    if holds_finished_run(folder):
+        raise RemoveRefused(f"{folder}: a finished run is in it; not removed")
+    shutil.rmtree(folder)
 
 
 def read_status(folder: Path) -> str | None:
