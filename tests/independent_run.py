@@ -93,6 +93,7 @@ def per_query_ndcg_at_10(
 
 if __name__ == "__main__":
     dataset, out_file = Path(sys.argv[1]), Path(sys.argv[2])
+    out_file.parent.mkdir(parents=True, exist_ok=True)
     written = write_run(dataset, out_file)
     print(
         f"{out_file}: {sum(map(len, written.values()))} lines; pytrec_eval nDCG@10 = {ndcg_at_10(dataset, written):.6f}"
