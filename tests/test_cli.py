@@ -49,7 +49,10 @@ def _preflight(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     [
         (["dataset.strict=maybe"], "error: dataset.strict: must be true or false, got 'maybe'"),
         (["run.top_k=abc"], "error: run.top_k: must be an integer in [1, 10000], got 'abc'"),
-        (["experiment=quickstrat"], "error: experiment: no option 'quickstrat'; the options are: "),
+        (
+            ["experiment=quickstrat"],
+            "error: experiment: no option 'quickstrat' (did you mean 'quickstart'?); the options are: ",
+        ),
         (["run.foo=1"], "error: run.foo: no such key; run has: top_k, batch_size, "),
         (
             ["run.metrics=[nDCG@0]"],
@@ -129,7 +132,7 @@ def test_debug_switch_shows_the_traceback(tmp_path: Path) -> None:
         # unknown config group options, also for a retriever or reranker added with +
         (
             [*SMOKE, "+retriever@retrievers.x=bm26"],
-            "error: retriever: no option 'bm26'; the options are: bm25, dense, ",
+            "error: retriever: no option 'bm26' (did you mean 'bm25'?); the options are: bm25, dense, ",
         ),
         (
             [*SMOKE, "+retriever@retrievers.h=hybrid_rrf", "+reranker@retrievers.h.reranker=colbert"],

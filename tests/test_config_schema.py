@@ -197,7 +197,7 @@ def test_harness_and_store_values_are_typed_before_any_data(override: str, line:
         ),
         (
             ["+run.significance.tests=3"],
-            "run.significance.tests: unknown key; run.significance has: test, correction, alpha, permutations, bootstrap, bootstrap_method, confidence, seed",
+            "run.significance.tests: unknown key (did you mean 'test'?); run.significance has: test, correction, alpha, permutations, bootstrap, bootstrap_method, confidence, seed",
         ),
         (
             ["+store.bm25.k3=1"],
@@ -265,7 +265,9 @@ def test_hydra_mistakes_are_one_line() -> None:
     assert (
         _error("experiment=quickstrat")
         .line()
-        .startswith("experiment: no option 'quickstrat'; the options are: benchmark, ci_regression, ")
+        .startswith(
+            "experiment: no option 'quickstrat' (did you mean 'quickstart'?); the options are: benchmark, ci_regression, "
+        )
     )
     assert "quickstart, smoke (conf/experiment/)" in _error("experiment=quickstrat").line()
     assert _error("dataset=nope").line().startswith("dataset: no option 'nope'; the options are: adi, cisi")

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 import viking_eval
 from retrievers import BM25Retriever, ContextStore, StoreConfig
@@ -93,7 +94,7 @@ class ShortBatch(_Base):
 
 
 @pytest.fixture(scope="module")
-def breakers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def breakers_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``contract_breakers`` written to a temporary folder and put on sys.path."""
     folder = tmp_path_factory.mktemp("breakers")
     (folder / "contract_breakers.py").write_text(textwrap.dedent(BREAKERS), encoding="utf-8")
@@ -104,9 +105,11 @@ def breakers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
+def breakers(breakers_folder: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The folder of ``contract_breakers``, a module configs may name (its classes break the contract
+    on purpose): allowed by VIKING_EVAL_ALLOW_TARGETS, as a user allows their own classes."""
+    monkeypatch.setenv("VIKING_EVAL_ALLOW_TARGETS", "contract_breakers")
+    return breakers_folder
 
 
 @pytest.fixture(scope="module")
@@ -117,14 +120,9 @@ def adi_store(shared_datasets: Path) -> ContextStore:
 
 
 def _cli(tmp_path: Path, *overrides: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *SMOKE, *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(REPO)]))},
-    )
+    """``experiment=smoke`` (ADI) with ``overrides`` into ``tmp_path/run``, ``pythonpath`` importable."""
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(REPO)]))} if pythonpath else None
+    return run_cli(*SMOKE, *overrides, f"hydra.run.dir={tmp_path / 'run'}", env=env, timeout=300)
 
 
 # --------------------------------------------------------------------------- the checks themselves

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from retrievers import ContextStore, Document, StoreConfig
+from retrievers.builders import build_store
 from retrievers.graph import GraphRetriever
 from retrievers.multi_strategy import MultiStrategyRetriever, QueryAnalyzer
 from retrievers.params import ParamError
@@ -51,7 +52,7 @@ def small_store(metadata: dict[str, dict[str, Any]] | None = None) -> ContextSto
     documents = [
         Document(doc_id, TEXTS[doc_id], metadata=(metadata or {}).get(doc_id, {})) for doc_id in TEXTS
     ]
-    return ContextStore.build(documents, EMBEDDER, StoreConfig(timestamps=None))
+    return build_store(documents, EMBEDDER, StoreConfig(timestamps=None))
 
 
 def semantic_only(**params: Any) -> dict[str, Any]:
@@ -183,7 +184,7 @@ GRAPH_COSINES = {"s": 0.75, "g": 0.5, "h": 0.25}
 def graph_store() -> tuple[ContextStore, TableEmbedder]:
     texts = {doc_id: f"document {doc_id}{doc_id}" for doc_id in GRAPH_COSINES}
     embedder = TableEmbedder({texts[d]: c for d, c in GRAPH_COSINES.items()})
-    store = ContextStore.build(
+    store = build_store(
         [Document(d, texts[d]) for d in GRAPH_COSINES], embedder, StoreConfig(timestamps=None)
     )
     edges = [Edge("s", "g", "r", 0.5), Edge("g", "h", "r", 1.0)]
