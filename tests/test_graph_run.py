@@ -219,6 +219,7 @@ def test_multirun_sweeps_hop_decay_and_max_hops(data_env: Path, tmp_path: Path) 
         "~retrievers.graph_rescored",
         "~retrievers.graph_walks",
         "~retrievers.bm25",
+        "~retrievers.graph_tuned",
         "retrievers.graph.hop_decay=0.0,1.0",
         "retrievers.graph.max_hops=0,1",
         "sweep.evaluate_best=false",
