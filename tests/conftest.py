@@ -288,8 +288,11 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m viking_eval ARGS`` from the repository root, in this test's environment
     (its cache, data folder) updated by ``env``; ``tests/`` is on ``PYTHONPATH`` so overrides
-    may name classes defined in test files. Output captured as text."""
+    may name classes defined in test files; the debug switches are off, so a failure is the one
+    line users see. Output captured as text."""
     environment = {**os.environ, **(env or {})}
+    for debug in ("VIKING_EVAL_DEBUG", "HYDRA_FULL_ERROR"):
+        environment.pop(debug, None)
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT), str(REPO_ROOT / "tests"), environment.get("PYTHONPATH", "")]
     )

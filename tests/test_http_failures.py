@@ -10,19 +10,17 @@ corpus."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from model_server import ModelServer
 
 from retrievers.rerank import fallback_summary
 from retrievers.types import RetrievalResult
 
-ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0", "show_progress=false"]
 ADI_QUERIES = 35
 
@@ -34,17 +32,8 @@ def server() -> Iterator[ModelServer]:
     started.close()
 
 
-def run_cli(args: list[str], data: Path, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "VIKING_EVAL_DATA": str(data), **env}
-    environment.pop("VIKING_EVAL_DEBUG", None)
-    environment.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *args, f"hydra.run.dir={out}"],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-    )
+def _cli(args: list[str], data: Path, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, f"hydra.run.dir={out}", env={"VIKING_EVAL_DATA": str(data), **env}, timeout=300)
 
 
 # mode -> (embedder overrides, what the one line must say)
@@ -72,7 +61,7 @@ def test_embedder_failure_is_one_line_and_a_failed_run(
     overrides, expected = EMBEDDER_FAILURES[mode]
     server.mode = mode
     out = tmp_path / "run"
-    done = run_cli(
+    done = _cli(
         [*SMOKE, "embedder=openai", "embedder.dimensions=8", *overrides],
         shared_datasets,
         out,
@@ -94,7 +83,7 @@ def test_reranker_falling_back_on_every_query_prints_one_line(
     server: ModelServer, shared_datasets: Path, tmp_path: Path
 ) -> None:
     server.mode = "error"
-    done = run_cli(
+    done = _cli(
         [
             *SMOKE,
             "+retriever@retrievers.h=hybrid_rrf",

@@ -7,13 +7,12 @@ a corpus whose texts are all empty for TF-IDF (one line naming the dataset)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from retrievers.index import ExactVectorIndex, FaissVectorIndex
 from retrievers.index.ann import VectorIndexError, vectors_fingerprint
@@ -22,22 +21,12 @@ from retrievers.store.config import ChunkingConfig, StoreConfig
 from retrievers.store.vector_index_config import VectorIndexConfig, check_vector_settings
 from retrievers.types import Document
 
-ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0", "show_progress=false"]
 
 
-def run_cli(args: list[str], data: Path, out: Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "VIKING_EVAL_DATA": str(data)}
-    environment["VIKING_EVAL_CACHE"] = str(cache)
-    environment.pop("VIKING_EVAL_DEBUG", None)
-    environment.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *args, f"hydra.run.dir={out}"],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-    )
+def _cli(args: list[str], data: Path, out: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {"VIKING_EVAL_DATA": str(data), "VIKING_EVAL_CACHE": str(cache)}
+    return run_cli(*args, f"hydra.run.dir={out}", env=env, timeout=300)
 
 
 # overrides -> the one line (ADI: 82 documents; TF-IDF on it: 81 dimensions)
@@ -72,7 +61,7 @@ def test_settings_the_data_cannot_hold_are_one_line_before_any_build(
 ) -> None:
     overrides, line = REFUSED[case]
     cache = tmp_path / "cache"
-    done = run_cli([*SMOKE, *overrides], shared_datasets, tmp_path / "run", cache)
+    done = _cli([*SMOKE, *overrides], shared_datasets, tmp_path / "run", cache)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr + done.stdout
     assert [text for text in done.stderr.splitlines() if text.strip()] == [line]
@@ -82,7 +71,7 @@ def test_settings_the_data_cannot_hold_are_one_line_before_any_build(
 
 @pytest.mark.needs_data
 def test_a_fitting_ivf_pq_store_still_builds(shared_datasets: Path, tmp_path: Path) -> None:
-    done = run_cli(
+    done = _cli(
         [*SMOKE, "store=ivf", "store.vector_index.kind=ivf_pq", "store.vector_index.pq_bits=4"],
         shared_datasets,
         tmp_path / "run",
@@ -101,9 +90,7 @@ def test_all_empty_corpus_is_one_line_naming_the_dataset(tmp_path: Path) -> None
     )
     (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "hello world"}) + "\n")
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
-    done = run_cli(
-        [*SMOKE, f"dataset.path={folder}"], tmp_path / "nodata", tmp_path / "run", tmp_path / "cache"
-    )
+    done = _cli([*SMOKE, f"dataset.path={folder}"], tmp_path / "nodata", tmp_path / "run", tmp_path / "cache")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr + done.stdout
     lines = [text for text in done.stderr.splitlines() if text.strip()]
