@@ -38,16 +38,15 @@ VECTOR_STRATEGIES: tuple[str, ...] = ("semantic", "temporal")
 
 #: The reference design's defaults: semantic 1.0, temporal 0.8, structural 0.9, full-text 0.6;
 #: TEMPORAL raises temporal to 1.2; CODE sets structural 1.2 and semantic 0.9; FACTUAL raises
-#: full-text to 0.9; PREFERENCE uses semantic + full-text; MIXED uses all that apply; CONVERSATIONAL
-#: (Memory-Arc's intent when no pattern matches) semantic + full-text at the default weights.
+#: full-text to 0.9; PREFERENCE uses semantic + full-text; MIXED uses all that apply. CONVERSATIONAL
+#: (Memory-Arc's intent when no pattern matches) has no row here: ``default_intent: CONVERSATIONAL``
+#: needs one in ``weights`` (the memory_arc preset gives semantic 1.0 + full-text 0.6).
 DEFAULT_WEIGHTS: Mapping[str, Mapping[str, float]] = {
     "FACTUAL": {"semantic": 1.0, "fulltext": 0.9},
     "TEMPORAL": {"semantic": 1.0, "temporal": 1.2},
     "CODE": {"semantic": 0.9, "structural": 1.2},
     "PREFERENCE": {"semantic": 1.0, "fulltext": 0.6},
     "MIXED": {"semantic": 1.0, "temporal": 0.8, "structural": 0.9, "fulltext": 0.6},
-    # used only with default_intent CONVERSATIONAL (Memory-Arc: semantic + full-text, default weights)
-    "CONVERSATIONAL": {"semantic": 1.0, "fulltext": 0.6},
 }
 #: strategy -> the analysis feature that makes it run even when the intent's row leaves it out
 EVIDENCE: Mapping[str, str] = {"temporal": "time_expression", "structural": "code_identifier"}

@@ -93,6 +93,14 @@ class CachedEmbedder:
             _LOADED.add(self.inner)
         return dim
 
+    def _load_model(self) -> None:
+        """Load the wrapped embedder's model now, as a stage of its own, when it loads one lazily
+        (a ``model`` property: sentence-transformers); others are left alone (asking an HTTP
+        embedder its width would cost a request)."""
+        lazy = isinstance(getattr(type(self.inner), "model", None), property)
+        if self._dim is None and lazy and self.inner not in _LOADED:
+            self._loaded_dim()
+
     def _key(self, kind: EncodeKind, texts: Sequence[str]) -> str:
         return content_key(["embeddings", self.name, kind, texts_key(texts)])
 
@@ -184,7 +192,7 @@ class CachedEmbedder:
         return np.concatenate(blocks)
 
     def _encode(self, texts: Sequence[str], kind: EncodeKind) -> np.ndarray:
-        self._loaded_dim()  # a model loads here, as a stage, rather than inside the first call
+        self._load_model()  # a model loads here, as a stage, rather than inside the first call
         if len(texts) <= ENCODE_CHUNK:  # one call, as before; no bar for a few texts
             return self.inner.encode(texts, kind=kind)
         unit = "doc" if kind == "document" else "query"
