@@ -16,7 +16,7 @@ import pytest
 from retrievers.types import EncodeKind, RetrievalResult
 from viking_eval.measures.significance import SignificanceSettings, compare_with_baseline
 from viking_eval.progress import progress_shown, quiet_libraries
-from viking_eval.run import cache as cache_module
+from viking_eval.run import cached_embedder as cache_module
 from viking_eval.run.cache import ArtifactCache
 from viking_eval.run.cached_embedder import CachedEmbedder
 from viking_eval.run.latency import measure_latency

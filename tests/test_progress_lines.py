@@ -19,7 +19,7 @@ import pytest
 from retrievers.index import BM25Index
 from retrievers.types import EncodeKind
 from viking_eval.progress import ProgressLines, library_progress, progress_bar, progress_interval
-from viking_eval.run import cache as cache_module
+from viking_eval.run import cached_embedder as cache_module
 from viking_eval.run.cache import ArtifactCache
 from viking_eval.run.cached_embedder import CachedEmbedder
 
