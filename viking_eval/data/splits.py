@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from viking_eval.config.errors import ConfigError
 from viking_eval.data.dataset import BeirDataset
 from viking_eval.data.resolve import find_or_download, load_dataset
 
@@ -63,12 +62,20 @@ def resolve_tune_split(folder: Path, split: str, tune_split: str | None) -> str 
     return next((name for name in ("train", "dev") if name in splits and name != split), "partition")
 
 
+def _half_error(detail: str) -> Exception:
+    """The ConfigError of a ``dataset.half`` that cannot be evaluated. Imported when raised: the
+    config package loads Hydra and OmegaConf, which code that only loads a dataset or takes a
+    half (a service evaluating a tuned retriever, tests/test_tuned_presets.py) must not pay for."""
+    from viking_eval.config.errors import ConfigError
+
+    return ConfigError("dataset.half", detail)
+
+
 def check_half_for_sweep(half: str) -> None:
     """A sweep picks its halves itself (jobs: ``tune``, ``best.yaml``: ``holdout``): a multirun
     with ``dataset.half`` other than ``all`` is refused."""
     if half != "all":
-        raise ConfigError(
-            "dataset.half",
+        raise _half_error(
             f"{half!r} is for a single run; the jobs of a sweep or study evaluate the tune half and "
             "best.yaml the holdout half themselves: set dataset.half=all",
         )
@@ -88,14 +95,13 @@ def choose_split(
     split; ``final`` (the chosen configuration after a sweep) -> ``split``, or its holdout half
     when tuning used the other half. A ``half`` that no sweep would make raises ConfigError."""
     if half not in HALVES:
-        raise ConfigError("dataset.half", f"{half!r} is not one of {', '.join(HALVES)}")
+        raise _half_error(f"{half!r} is not one of {', '.join(HALVES)}")
     if phase == "report":
         if half == "all":
             return SplitChoice(split)
         resolved = resolve_tune_split(folder, split, tune_split)
         if resolved != "partition":
-            raise ConfigError(
-                "dataset.half",
+            raise _half_error(
                 f"{half!r}: {folder.name} has no {half} half of {split!r}: dataset.tune_split "
                 f"{tune_split!r} resolves to {resolved!r}, so sweeps tune on "
                 f"{'the reported split itself' if resolved in (None, split) else repr(resolved)}, "
