@@ -288,11 +288,10 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m viking_eval ARGS`` from the repository root, in this test's environment
     (its cache, data folder) updated by ``env``; ``tests/`` is on ``PYTHONPATH`` so overrides
-    may name classes defined in test files; the debug switches are off, so a failure is the one
-    line users see. Output captured as text."""
-    environment = {**os.environ, **(env or {})}
-    for debug in ("VIKING_EVAL_DEBUG", "HYDRA_FULL_ERROR"):
-        environment.pop(debug, None)
+    may name classes defined in test files; the debug switches are off unless ``env`` sets them,
+    so a failure is the one line users see. Output captured as text."""
+    debug = ("VIKING_EVAL_DEBUG", "HYDRA_FULL_ERROR")  # off unless ``env`` turns them on
+    environment = {**{key: value for key, value in os.environ.items() if key not in debug}, **(env or {})}
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT), str(REPO_ROOT / "tests"), environment.get("PYTHONPATH", "")]
     )
