@@ -153,12 +153,12 @@ def test_preset_values_are_the_seed_constants(name: str) -> None:
         assert loaded[key] == value, f"{name}.yaml: {key} is {loaded[key]!r}, the seed's is {value!r}"
 
 
-def test_the_seed_files_still_say_what_the_pins_quote() -> None:
-    """The quoted seed lines, read back (the seed copies live in /work/shared/seeds; skipped with
-    the reason when they are not on this machine)."""
-    seeds = Path("/work/shared/seeds")
-    if not seeds.is_dir():
-        pytest.skip("the seed documents (/work/shared/seeds) are not on this machine")
+@pytest.mark.needs_data
+def test_the_seed_files_still_say_what_the_pins_quote(shared_datasets: Path) -> None:
+    """The quoted seed lines, read back from the seed copies beside the shared datasets
+    (``../shared/seeds``; CI has them, and there a missing folder fails instead of skipping)."""
+    seeds = shared_datasets.parent / "seeds"
+    assert seeds.is_dir(), f"{seeds}: the seed documents are not beside the shared datasets"
     ov = (seeds / OV).read_text(encoding="utf-8").splitlines()
     assert "`SCORE_PROPAGATION_ALPHA` | 0.5" in ov[126]
     assert "`MAX_CONVERGENCE_ROUNDS` | 3" in ov[127]
