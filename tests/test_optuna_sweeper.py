@@ -24,13 +24,10 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 import viking_eval.config  # noqa: F401  registers the root schema conf/config.yaml names
-from hydra_plugins.viking_optuna_sweeper._impl import (
-    ObjectiveError,
-    OptunaSweeperImpl,
-    SweeperConfigError,
-    objective_values,
-    search_space,
-)
+from hydra_plugins.viking_optuna_sweeper._errors import ObjectiveError, SweeperConfigError
+from hydra_plugins.viking_optuna_sweeper._objectives import objective_values
+from hydra_plugins.viking_optuna_sweeper._space import search_space
+from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
 
 REPO = Path(__file__).resolve().parents[1]
 

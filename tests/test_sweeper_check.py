@@ -11,7 +11,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, check_study
+from hydra_plugins.viking_optuna_sweeper._checks import check_study
+from hydra_plugins.viking_optuna_sweeper._errors import SweeperConfigError
+from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
 from viking_eval import cli
 from viking_eval.config.compose import compose_config, hydra_session
 

@@ -196,7 +196,9 @@ def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], 
     categorical parameter); sampled numbers are the trial's, checked when it runs."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl, SweeperConfigError, check_study
+    from hydra_plugins.viking_optuna_sweeper._checks import check_study
+    from hydra_plugins.viking_optuna_sweeper._errors import SweeperConfigError
+    from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
 
     settings = _container(base.hydra.sweeper, resolve=True)
     settings.pop("_target_", None)
@@ -224,7 +226,7 @@ def _check_study(base: DictConfig, task: list[str], hydra_overrides: list[str], 
 
 
 def _override_text(value: Any) -> str:
-    from hydra_plugins.viking_optuna_sweeper._impl import override_value
+    from hydra_plugins.viking_optuna_sweeper._space import override_value
 
     return override_value(value)
 

@@ -1,7 +1,7 @@
 """The Hydra Sweeper plugin ``hydra/sweeper: viking_optuna``: an Optuna study over Hydra jobs.
 
 Hydra imports this module at every start-up to find plugins, so it stays small: the work is in
-``_impl.py`` (see its docstring for the behaviour), imported when the sweeper is created.
+``_study.py`` (see its docstring for the behaviour), imported when the sweeper is created.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class VikingOptunaSweeper(Sweeper):
         load_if_exists: bool = True,
         params: Mapping[str, Any] | None = None,
     ) -> None:
-        from hydra_plugins.viking_optuna_sweeper._impl import OptunaSweeperImpl
+        from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
 
         self.sweeper = OptunaSweeperImpl(
             objective=objective,

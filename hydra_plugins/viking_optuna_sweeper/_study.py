@@ -1,289 +1,60 @@
-"""The Optuna sweeper's implementation: an Optuna study run with the ask/tell API (optuna >= 4).
+"""The Optuna sweeper's study loop (OptunaSweeperImpl, the work of sweeper.VikingOptunaSweeper):
+an Optuna study run with the ask/tell API (optuna >= 4).
 
 Each trial is one Hydra job, launched through whatever launcher is configured (basic, joblib,
 submitit), ``n_jobs`` trials per batch:
 
     ask n_jobs trials -> their overrides -> launcher.launch(batch) -> tell each trial its value(s)
 
-- The objective is read from the job's return value, ``{retriever: {metric: value}}``:
-  ``bm25.nDCG@10`` is ``returned["bm25"]["nDCG@10"]``. A job that raises (or calls
-  ``sys.exit``), or returns a missing, NaN or infinite objective, is told to the study as FAIL
-  and the study goes on (hydra issue 2237: hydra-optuna-sweeper ended the whole study).
+- The objective is read from the job's return value (_objectives.py). A job that raises (or
+  calls ``sys.exit``: FailOnExit), or returns a missing, NaN or infinite objective, is told to
+  the study as FAIL and the study goes on (hydra issue 2237: hydra-optuna-sweeper ended the
+  whole study).
 - Job folders are ``<sweep dir>/<trial number>``: a resumed study never overwrites a folder. A
   trial whose folder holds another job (another study sent into the same ``hydra.sweep.dir``)
   stops the command before it is launched: one line, exit 2 (viking_eval.sweep.summary).
 - With a ``storage`` a study resumes: finished trials (complete or failed) count toward
   ``n_trials`` and are never redone; trials left RUNNING by a killed process are marked FAIL.
-- The search space is written in hydra-optuna-sweeper's override syntax and parsed with Hydra's
-  OverridesParser. Hydra's ``range`` keeps its meaning: the stop is excluded.
+- Before any trial: the settings are checked here (constructor), the search space and the
+  config in _checks.py (the search space itself: _space.py); at the end the study's results go
+  to ``optimization_results.yaml`` (_results.py).
 
-This module is not scanned by Hydra (its name starts with "_"; sweeper.py holds the plugin class)
-and imports Optuna only when a study runs: Hydra imports the plugin modules at every start-up.
+Named _study.py, not study.py: Hydra's plugin scan imports (and re-executes) every module of
+``hydra_plugins`` whose name does not start with "_" at every start-up (see _errors.py); this
+module and its helpers are imported only when the sweeper is created, and Optuna only when a
+study runs.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import numbers
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep, Transformer
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.errors import CompactHydraException, HydraException
 from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from hydra_plugins.viking_optuna_sweeper._checks import check_study
+from hydra_plugins.viking_optuna_sweeper._errors import JobExitError, SweeperConfigError
+from hydra_plugins.viking_optuna_sweeper._grid import grid_sampler, unvisited_grid_points
+from hydra_plugins.viking_optuna_sweeper._objectives import objective_values
+from hydra_plugins.viking_optuna_sweeper._results import redacted_storage, results_document
+from hydra_plugins.viking_optuna_sweeper._space import SearchParam, override_value
+
 if TYPE_CHECKING:
     import optuna
-    from optuna.distributions import BaseDistribution
 
 log = logging.getLogger(__name__)
 
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsgaii")
 DIRECTIONS = ("maximize", "minimize")
-
-
-class SweeperConfigError(CompactHydraException):
-    """A bad ``hydra.sweeper`` setting or search space, found before any trial runs. ``key``: the
-    setting at fault (``hydra.sweeper`` when it is the search space as a whole or one of its
-    overrides, which the message names); ``detail``: the message without that key at its start."""
-
-    def __init__(self, message: str, *, key: str = "hydra.sweeper") -> None:
-        super().__init__(message)
-        self.key = key
-        self.detail = (
-            message[len(key) :].lstrip(" :") if message.startswith((f"{key} ", f"{key}:")) else message
-        )
-
-
-class JobExitError(RuntimeError):
-    """A job called ``sys.exit``: recorded as a failed trial, not the end of the study."""
-
-
-class ObjectiveError(ValueError):
-    """A finished job's return value has no finite value for an objective."""
-
-
-# ---------------------------------------------------------------------------------------------
-# search space
-
-
-@dataclass(frozen=True)
-class SearchParam:
-    """One dimension of the search space: the override key, its Optuna distribution, and the
-    values the grid sampler walks (None for an interval, which has no grid)."""
-
-    key: str
-    source: str  # the override as written, for error messages
-    distribution: BaseDistribution
-    grid_values: tuple[Any, ...] | None
-
-
-def _params_lines(params: Mapping[str, Any] | None) -> list[str]:
-    lines = []
-    for key, value in (params or {}).items():
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif value is None:
-            text = "null"
-        elif isinstance(value, int | float | str):
-            text = str(value)
-        else:
-            raise SweeperConfigError(
-                f"hydra.sweeper.params.{key}: write the search space as a string in override syntax "
-                f"(e.g. 'interval(0,1)' or 'choice(a,b)'), got {value!r}",
-                key=f"hydra.sweeper.params.{key}",
-            )
-        lines.append(f"{key}={text}")
-    return lines
-
-
-def _parse(parser: OverridesParser, line: str, where: str, key: str = "hydra.sweeper") -> Override:
-    try:
-        return parser.parse_override(line)
-    except HydraException as error:
-        raise SweeperConfigError(f"{where}: cannot parse {line!r}: {error}", key=key) from error
-
-
-Choice = str | int | float | bool | None  # what an Optuna CategoricalDistribution holds
-
-
-def _check_choice(source: str, values: Sequence[Any]) -> tuple[Choice, ...]:
-    """``values``, each checked to be a :data:`Choice`."""
-    checked: list[Choice] = []
-    for value in values:
-        if value is not None and not isinstance(value, str | int | float | bool):
-            raise SweeperConfigError(
-                f"{source}: a choice must be a str, int, float, bool or null, got {value!r}"
-            )
-        checked.append(value)
-    return tuple(checked)
-
-
-def make_search_param(override: Override, *, grid: bool) -> SearchParam:
-    """The Optuna distribution of one sweep override.
-
-    ``choice(a,b)`` / ``a,b`` -> categorical; ``range(start, stop, step)`` -> int or float with
-    that step, stop excluded (a shuffled range -> categorical); ``interval(lo, hi)`` -> float,
-    ``int(interval(...))`` -> int, ``tag(log, interval(...))`` -> log scale. An empty range, an
-    interval with lo >= hi, or, for the grid sampler, an interval, is a SweeperConfigError
-    that names the parameter.
-    """
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
-    key = override.get_key_element()
-    source = override.input_line or key
-    value = override.value()
-    if isinstance(value, ChoiceSweep):
-        choices = _check_choice(source, tuple(override.sweep_iterator(transformer=Transformer.encode)))
-        if not choices:
-            raise SweeperConfigError(f"{source}: empty choice; give at least one value")
-        return SearchParam(key, source, CategoricalDistribution(choices), choices)
-    if isinstance(value, RangeSweep):
-        # Hydra's range() yields ints or floats (sweep_iterator's annotation covers every sweep)
-        values = cast(tuple[int | float, ...], tuple(override.sweep_iterator(transformer=Transformer.encode)))
-        if not values:
-            raise SweeperConfigError(
-                f"{source}: empty range (from {value.start} up to, not including, {value.stop} "
-                f"by {value.step}); give start < stop for a positive step"
-            )
-        if value.shuffle or grid:
-            return SearchParam(key, source, CategoricalDistribution(values), values)
-        low, high, step = min(values), max(values), abs(value.step)
-        if any(isinstance(item, float) for item in (*values, step)):
-            distribution: BaseDistribution = FloatDistribution(float(low), float(high), step=float(step))
-        else:
-            distribution = IntDistribution(int(low), int(high), step=int(step))
-        return SearchParam(key, source, distribution, values)
-    if isinstance(value, IntervalSweep):
-        if grid:
-            raise SweeperConfigError(
-                f"{source}: the grid sampler needs choice(...) or range(...) values; "
-                f"{key} is an interval (use sampler tpe, random or cmaes, or list the values)"
-            )
-        start, end = value.start, value.end
-        if start is None or end is None or not start < end:
-            raise SweeperConfigError(f"{source}: empty interval; give interval(low, high) with low < high")
-        log_scale = "log" in value.tags
-        if log_scale and start <= 0:
-            raise SweeperConfigError(f"{source}: a log-scale interval needs low > 0, got {start}")
-        if isinstance(start, int) and isinstance(end, int):
-            distribution = IntDistribution(start, end, log=log_scale)
-        else:
-            distribution = FloatDistribution(float(start), float(end), log=log_scale)
-        return SearchParam(key, source, distribution, None)
-    raise SweeperConfigError(
-        f"{source}: not supported by the Optuna sweeper; use choice(...), range(...) or interval(...)"
-    )
-
-
-def search_space(
-    params: Mapping[str, Any] | None, arguments: Sequence[str], parser: OverridesParser, *, grid: bool
-) -> tuple[list[SearchParam], list[str]]:
-    """The search space (``hydra.sweeper.params``, then sweep overrides of the command line,
-    which replace a key the config gives) and the fixed overrides passed to every trial."""
-    by_key: dict[str, Override] = {}
-    for line in _params_lines(params):
-        override = _parse(parser, line, "hydra.sweeper.params", "hydra.sweeper.params")
-        by_key[override.get_key_element()] = override
-    fixed: list[str] = []
-    for line in arguments:
-        override = _parse(parser, line, "command line")
-        key = override.get_key_element()
-        if override.is_sweep_override():
-            by_key[key] = override
-        else:
-            by_key.pop(key, None)  # a fixed value on the command line wins over the config's range
-            fixed.append(override.input_line or line)
-    space: list[SearchParam] = []
-    for override in by_key.values():
-        if override.is_sweep_override():
-            space.append(make_search_param(override, grid=grid))
-        else:  # a plain value in hydra.sweeper.params: the same for every trial
-            fixed.append(override.input_line or override.get_key_element())
-    if not space:
-        raise SweeperConfigError(
-            "no search space: give hydra.sweeper.params (see conf/hparams_search/) or sweep "
-            "overrides such as key=interval(0,1) or key=a,b,c"
-        )
-    return space, fixed
-
-
-def override_value(value: Any) -> str:
-    """A sampled value written back in override syntax."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-# ---------------------------------------------------------------------------------------------
-# objectives
-
-
-_MISSING = object()
-
-
-def _lookup(returned: Any, path: str) -> Any:
-    """``returned[a][b]`` for ``path`` "a.b"; a key may itself hold dots ("latency.p95_ms")."""
-    if isinstance(returned, Mapping):
-        if path in returned:
-            return returned[path]
-        for match in re.finditer(r"\.", path):
-            head, tail = path[: match.start()], path[match.end() :]
-            if head in returned:
-                found = _lookup(returned[head], tail)
-                if found is not _MISSING:
-                    return found
-    return _MISSING
-
-
-def _available(returned: Any, prefix: str = "") -> list[str]:
-    if not isinstance(returned, Mapping):
-        return [prefix.rstrip(".")] if prefix else []
-    keys: list[str] = []
-    for key, value in returned.items():
-        keys += _available(value, f"{prefix}{key}.")
-    return keys
-
-
-def objective_values(returned: Any, objectives: Sequence[str]) -> list[float]:
-    """The objectives' values in a job's return value; ObjectiveError when one is missing,
-    not a number, NaN or infinite (the trial is then a failure)."""
-    values = []
-    for objective in objectives:
-        value = _lookup(returned, objective)
-        if value is _MISSING and len(objectives) == 1 and isinstance(returned, numbers.Real):
-            value = returned  # a task that returns the number itself
-        if value is _MISSING:
-            available = _available(returned)
-            raise ObjectiveError(
-                f"objective {objective!r} is not in the job's return value; it has "
-                f"{available[:20]}{' ...' if len(available) > 20 else ''}"
-            )
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ObjectiveError(f"objective {objective!r} is not a number: {value!r}")
-        if not math.isfinite(float(value)):
-            raise ObjectiveError(f"objective {objective!r} is {float(value)}")
-        values.append(float(value))
-    return values
-
-
-# ---------------------------------------------------------------------------------------------
-# the sweeper
 
 
 class FailOnExit:
@@ -326,11 +97,6 @@ def _plain_dict(value: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
             f"hydra.sweeper.{name} must be a mapping, got {value!r}", key=f"hydra.sweeper.{name}"
         )
     return {str(key): item for key, item in plain.items()}
-
-
-def _redacted(storage: str | None) -> str | None:
-    """A storage URL without its password (results files are shared)."""
-    return None if storage is None else re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", storage)
 
 
 class OptunaSweeperImpl(Sweeper):
@@ -422,7 +188,7 @@ class OptunaSweeperImpl(Sweeper):
         kwargs = {**self.sampler_kwargs, "seed": seed}
         try:
             if self.sampler_name == "grid":
-                return _grid_sampler({param.key: list(param.grid_values or ()) for param in space}, **kwargs)
+                return grid_sampler({param.key: list(param.grid_values or ()) for param in space}, **kwargs)
             factories: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
                 "tpe": optuna.samplers.TPESampler,
                 "random": optuna.samplers.RandomSampler,
@@ -455,12 +221,12 @@ class OptunaSweeperImpl(Sweeper):
             )
         except optuna.exceptions.DuplicatedStudyError as error:
             raise SweeperConfigError(
-                f"study {name!r} already exists in {_redacted(self.storage)}; set "
+                f"study {name!r} already exists in {redacted_storage(self.storage)}; set "
                 "hydra.sweeper.load_if_exists=true to resume it, or another hydra.sweeper.study_name"
             ) from error
         if list(study.directions) != expected:
             raise SweeperConfigError(
-                f"study {name!r} in {_redacted(self.storage)} has directions "
+                f"study {name!r} in {redacted_storage(self.storage)} has directions "
                 f"{[d.name.lower() for d in study.directions]}, not {self.directions}; "
                 "use another hydra.sweeper.study_name"
             )
@@ -507,7 +273,7 @@ class OptunaSweeperImpl(Sweeper):
         log.info(
             "study %r (%s, sampler %s): %d finished trials, %d to run, %d per batch; objective %s (%s)",
             study.study_name,
-            _redacted(self.storage) or "in memory",
+            redacted_storage(self.storage) or "in memory",
             self.sampler_name,
             n_finished,
             remaining,
@@ -521,7 +287,7 @@ class OptunaSweeperImpl(Sweeper):
         while remaining > 0:
             batch_size = min(self.n_jobs, remaining)
             if grid:
-                batch_size = min(batch_size, _unvisited_grid_points(study, space))
+                batch_size = min(batch_size, unvisited_grid_points(study, space))
                 if batch_size == 0:
                     log.info("every grid point has been run")
                     break
@@ -650,56 +416,6 @@ class OptunaSweeperImpl(Sweeper):
         return path
 
 
-def check_study(
-    sweeper: OptunaSweeperImpl, config: DictConfig, arguments: Sequence[str], parser: OverridesParser
-) -> tuple[list[SearchParam], list[str]]:
-    """The study's search space and fixed overrides (:func:`search_space`), checked before any
-    trial runs, by the sweeper itself and by the CLI's pre-flight (viking_eval/cli.py): every
-    swept key is in ``config``, every objective names one of its retrievers, the sampler_kwargs
-    fit the sampler. A problem is a SweeperConfigError naming the setting (its ``key``)."""
-    space, fixed = search_space(sweeper.params, arguments, parser, grid=sweeper.sampler_name == "grid")
-    _check_keys(config, space)
-    _check_retrievers(config, sweeper.objectives)
-    sweeper.make_sampler(
-        space, sweeper.seed
-    )  # sampler_kwargs that do not fit fail here, before the study exists
-    return space, fixed
-
-
-def _check_keys(config: DictConfig, space: list[SearchParam]) -> None:
-    """A swept key that is not in the config would fail every trial at composition: say so
-    before any runs. Keys that add (+), delete (~) or select a config group are left to Hydra."""
-    groups = set(config.hydra.runtime.choices)
-    for param in space:
-        key = param.key
-        if key.startswith(("+", "~")) or "@" in key or key in groups:
-            continue
-        try:
-            found = OmegaConf.select(config, key, default=_MISSING)
-        except Exception:  # an interpolation that does not resolve here: the key exists
-            continue
-        if found is _MISSING:
-            raise SweeperConfigError(
-                f"{param.source}: {key} is not in the config (a typo? '+{key}=...' adds a new key)"
-            )
-
-
-def _check_retrievers(config: DictConfig, objectives: Sequence[str]) -> None:
-    """An objective naming a retriever the experiment does not have fails every trial: say so
-    before any runs (tasks that return other shapes have no `retrievers` to check against)."""
-    retrievers = config.get("retrievers")
-    if not isinstance(retrievers, DictConfig) or not len(retrievers):
-        return
-    names = [str(name) for name in retrievers]
-    for objective in objectives:
-        if not any(objective.startswith(f"{name}.") for name in names):
-            raise SweeperConfigError(
-                f"hydra.sweeper.objective {objective!r} names no retriever of this run; "
-                f"write <retriever>.<metric> with a retriever among {names}",
-                key="hydra.sweeper.objective",
-            )
-
-
 def _consecutive_runs(numbers: list[int]) -> list[list[int]]:
     runs: list[list[int]] = []
     for number in numbers:
@@ -708,81 +424,3 @@ def _consecutive_runs(numbers: list[int]) -> list[list[int]]:
         else:
             runs.append([number])
     return runs
-
-
-def _unvisited_grid_points(study: optuna.Study, space: list[SearchParam]) -> int:
-    """Grid points no finished or running trial of the study has taken."""
-    import itertools
-
-    keys = [param.key for param in space]
-    points = {tuple(values) for values in itertools.product(*(param.grid_values or () for param in space))}
-    for trial in study.get_trials(deepcopy=False):
-        if trial.state.is_finished() or trial.state.name == "RUNNING":
-            points.discard(tuple(trial.params.get(key) for key in keys))
-    return len(points)
-
-
-def _trial_entry(trial: optuna.trial.FrozenTrial, objectives: Sequence[str]) -> dict[str, Any]:
-    values = dict(zip(objectives, trial.values, strict=True))
-    return {
-        "trial": trial.number,
-        "values": values,
-        "params": dict(trial.params),
-        "overrides": list(trial.user_attrs.get("overrides", [])),
-        "job_dir": trial.user_attrs.get("job_dir"),
-    }
-
-
-def results_document(
-    study: optuna.Study,
-    objectives: Sequence[str],
-    directions: Sequence[str],
-    sampler_name: str,
-    storage: str | None,
-) -> dict[str, Any]:
-    """``optimization_results.yaml``: the study, trial counts by state, and the best trial
-    (one objective) or the Pareto front (several; non-dominated complete trials)."""
-    trials = study.get_trials(deepcopy=False)
-    counts: dict[str, int] = {}
-    for trial in trials:
-        counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
-    single = len(objectives) == 1
-    document: dict[str, Any] = {
-        "study_name": study.study_name,
-        "storage": _redacted(storage),
-        "sampler": sampler_name,
-        "objective": objectives[0] if single else list(objectives),
-        "direction": directions[0] if single else list(directions),
-        "trials": {"total": len(trials), **dict(sorted(counts.items()))},
-    }
-    complete = [trial for trial in trials if trial.state.name == "COMPLETE"]
-    if not complete:
-        document["best"] = None
-        return document
-    if single:
-        best = study.best_trial
-        entry = _trial_entry(best, objectives)
-        document.update(
-            best_trial=best.number,
-            best_value=entry["values"][objectives[0]],
-            best_params=entry["params"],
-            best_overrides=entry["overrides"],
-            best_job_dir=entry["job_dir"],
-        )
-    else:
-        front = sorted(study.best_trials, key=lambda trial: trial.number)
-        document["pareto_front"] = [_trial_entry(trial, objectives) for trial in front]
-    return document
-
-
-def _grid_sampler(search_space: Mapping[str, list[Any]], **kwargs: Any) -> optuna.samplers.BaseSampler:
-    from optuna.samplers import GridSampler
-
-    class AskTellGridSampler(GridSampler):
-        """GridSampler whose after_trial does not call ``study.stop()``: that is legal only
-        inside ``study.optimize``; the sweeper stops by counting unvisited grid points."""
-
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-            return None
-
-    return AskTellGridSampler(search_space, **kwargs)
