@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from retrievers.types import Embedder, Retriever
+from viking_eval.answers.evaluate import answer_results, check_answer_settings
+from viking_eval.answers.names import answer_metric_names
 from viking_eval.config import Settings
 from viking_eval.data import BeirDataset
 from viking_eval.data.splits import Phase, load_for_phase
@@ -75,6 +77,7 @@ def run_experiment(
     the cost of its work, not the fraction of a second of the resume)."""
     started = time.perf_counter()
     built = dict(built or {})
+    check_answer_settings(settings.answers, settings.llm, output_dir is not None)
     deeper = depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k))
     if deeper:  # computed, said here once, marked in every output (run_folder, report)
         log.warning(deeper)
@@ -130,10 +133,21 @@ def run_experiment(
             run_folder.write_finished(output_dir, result, key, now - work_started)
         work_started = now
         results.append(result)
+    if settings.answers.enabled and output_dir is not None:  # after retrieval: gold answers never reach it
+        results = answer_results(
+            results,
+            settings.answers,
+            settings.llm,
+            dataset,
+            ranking_of=lambda name: run_folder.read_rankings(output_dir, name),
+            group_key=settings.dataset.group_key,
+            significance=settings.run.significance,
+            cache_root=cache.root,
+        )
     significance = compare_with_baseline(
         {result.name: result.per_query for result in results},
         settings.run.baseline or results[0].name,
-        [metric.name for metric in settings.metrics],
+        [metric.name for metric in settings.metrics] + answer_metric_names(results),
         settings.run.significance,
         show_progress=settings.show_progress,
     )
