@@ -185,8 +185,11 @@ def _mean(values: Mapping[str, float], query_ids: Sequence[str]) -> float:
     return math.fsum(values[qid] for qid in query_ids) / len(query_ids)
 
 
-def _interval(values: Sequence[float], significance: SignificanceSettings) -> list[float]:
-    """The bootstrap interval of a mean (run.significance's method, resamples, level, seed)."""
+def _interval(values: Sequence[float], significance: SignificanceSettings) -> list[float] | None:
+    """The bootstrap interval of a mean (run.significance's method, resamples, level, seed);
+    None for fewer than 2 values (no interval)."""
+    if len(values) < 2:
+        return None
     sample = np.asarray(values, dtype=np.float64)
     interval = bootstrap_interval(
         sample,
