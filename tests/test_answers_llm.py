@@ -11,16 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import compose_settings
 from model_server import ModelServer
-from retrievers.llm import LLMError
 from test_answers_recall import tiny_overrides, write_dataset
+
+from retrievers.llm import LLMError
 from viking_eval.run.experiment import run_experiment
 
 READER = "### system\nRead.\n### user\nQ: {question} C: {context}\n"
 JUDGE = "### system\nGrade.\n### user\nQ: {question} G: {gold} A: {answer}\n"
-ANSWERS = {"When Caroline group?": "May 7, 2023", "What Melanie painted?": "a sunrise", "Where Jon studio?": "Paris"}
+ANSWERS = {
+    "When Caroline group?": "May 7, 2023",
+    "What Melanie painted?": "a sunrise",
+    "Where Jon studio?": "Paris",
+}
 VERDICTS = {"May 7, 2023": '{"label": "CORRECT"}', "a sunrise": "CORRECT", "Paris": '{"label": "WRONG"}'}
 
 
@@ -88,18 +92,31 @@ def test_j_f1_tokens_cost_and_cache_by_hand(tmp_path: Path, server: ModelServer)
     assert result.per_query["llm_tokens"] == TOKENS
     assert result.per_query["llm_cost_usd"] == pytest.approx(COST)
     usage = result.answers["llm"]
-    assert (usage["calls"], usage["cache_hits"], usage["prompt_tokens"], usage["completion_tokens"]) == (6, 0, 68, 11)
+    assert (usage["calls"], usage["cache_hits"], usage["prompt_tokens"], usage["completion_tokens"]) == (
+        6,
+        0,
+        68,
+        11,
+    )
     assert usage["cost_usd"] == pytest.approx(0.246) and usage["cost_usd_this_run"] == pytest.approx(0.246)
     assert server.requests == 6
-    entries = sorted((Path(settings.cache_dir or os.environ["VIKING_EVAL_CACHE"]) / "answers").rglob("*.json"))
+    entries = sorted(
+        (Path(settings.cache_dir or os.environ["VIKING_EVAL_CACHE"]) / "answers").rglob("*.json")
+    )
     assert len(entries) == 6  # one JSON entry per reply, named by its content key
     assert {json.loads(path.read_text())["content"] for path in entries} >= {"May 7, 2023", "CORRECT"}
-    assert "J" in result.answers["intervals"] and result.answers["groups"]["single-hop"]["metrics"]["J"] == 0.5
+    assert (
+        "J" in result.answers["intervals"] and result.answers["groups"]["single-hop"]["metrics"]["J"] == 0.5
+    )
 
     again = run_experiment(settings, tmp_path / "run2")  # a fresh folder, the same cache
     usage = again.results[0].answers["llm"]
     assert server.requests == 6  # nothing asked again
-    assert (usage["cache_hits"], usage["cost_usd"], usage["cost_usd_this_run"]) == (6, pytest.approx(0.246), 0.0)
+    assert (usage["cache_hits"], usage["cost_usd"], usage["cost_usd_this_run"]) == (
+        6,
+        pytest.approx(0.246),
+        0.0,
+    )
     assert again.results[0].per_query["J"] == result.per_query["J"]
     document = json.loads((tmp_path / "run2" / "metrics.json").read_text())
     assert document["retrievers"]["bm25"]["metrics"]["llm_cost_usd"] == pytest.approx(0.246)
@@ -116,7 +133,9 @@ def test_survives_a_500_a_timeout_and_a_malformed_reply(tmp_path: Path, server: 
     assert result.answers["llm"]["reader"]["retried_format"] == 1
 
 
-def test_a_reply_that_never_parses_stops_the_run_naming_the_query(tmp_path: Path, server: ModelServer) -> None:
+def test_a_reply_that_never_parses_stops_the_run_naming_the_query(
+    tmp_path: Path, server: ModelServer
+) -> None:
     server.mode = "malformed"
     with pytest.raises(LLMError) as raised:
         run_experiment(llm_settings(tmp_path, server), tmp_path / "run")

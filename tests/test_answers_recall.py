@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import compose_settings
+
 from retrievers.baselines import BM25Retriever
 from retrievers.types import RetrievalResult
 from viking_eval.config import ConfigError
@@ -39,7 +39,10 @@ def write_dataset(folder: Path) -> Path:
     folder.mkdir(parents=True)
     with open(folder / "corpus.jsonl", "w") as handle:
         for doc_id, text, conversation in DOCS:
-            handle.write(json.dumps({"_id": doc_id, "title": "", "text": text, "metadata": {"conv": conversation}}) + "\n")
+            handle.write(
+                json.dumps({"_id": doc_id, "title": "", "text": text, "metadata": {"conv": conversation}})
+                + "\n"
+            )
     with open(folder / "queries.jsonl", "w") as handle:
         for qid, text, conversation, kind, answer in QUERIES:
             metadata: dict[str, Any] = {"conv": conversation, "kind": kind}
@@ -77,7 +80,11 @@ def recall_run(tmp_path: Path) -> tuple[Any, Path]:
 
 def test_answer_recall_by_hand(recall_run: tuple[Any, Path]) -> None:
     summary, out = recall_run
-    top1 = {line.split()[0]: line.split()[2] for line in (out / "runs" / "bm25.trec").read_text().splitlines() if line.split()[3] == "1"}
+    top1 = {
+        line.split()[0]: line.split()[2]
+        for line in (out / "runs" / "bm25.trec").read_text().splitlines()
+        if line.split()[3] == "1"
+    }
     assert top1 == QRELS  # the rankings the figures below assume
     # qa: "7 may 2023" in a1 -> 1; qb: "sunrise" in a2 -> 1; qc: "paris france" not in b1 -> 0,
     # its tokens {paris, france}: paris found -> 1/2; qd has no gold answer: left out
@@ -168,7 +175,7 @@ def test_a_missing_prompt_file_is_refused_before_anything_runs(tmp_path: Path) -
 def test_answers_without_a_run_folder_are_refused(tmp_path: Path) -> None:
     folder = write_dataset(tmp_path / "tiny")
     settings = compose_settings(*tiny_overrides(folder, "answers.enabled=true"))
-    with pytest.raises(ConfigError, match="answers.enabled"):
+    with pytest.raises(ConfigError, match=r"answers\.enabled"):
         run_experiment(settings, None)
 
 

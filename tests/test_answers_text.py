@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from viking_eval.answers.evaluate import parse_verdict
-from viking_eval.answers.text import answer_text, contains_answer, content_tokens, normalise, token_f1, token_recall
 from retrievers.llm import LLMError
+from viking_eval.answers.evaluate import parse_verdict
+from viking_eval.answers.text import (
+    answer_text,
+    contains_answer,
+    content_tokens,
+    normalise,
+    token_f1,
+    token_recall,
+)
 
 
 def test_normalise_is_squad_style() -> None:
@@ -45,7 +52,12 @@ def test_token_f1_by_hand() -> None:
 
 @pytest.mark.parametrize(
     ("content", "verdict"),
-    [('{"label": "CORRECT"}', 1.0), ("```json\n{\"label\": \"wrong\"}\n```", 0.0), ("CORRECT.", 1.0), ("WRONG", 0.0)],
+    [
+        ('{"label": "CORRECT"}', 1.0),
+        ('```json\n{"label": "wrong"}\n```', 0.0),
+        ("CORRECT.", 1.0),
+        ("WRONG", 0.0),
+    ],
 )
 def test_verdicts(content: str, verdict: float) -> None:
     assert parse_verdict(content) == verdict

@@ -104,7 +104,12 @@ class LlmCaller:
                 with self._lock:
                     self.usage.cache_hits += 1
                 return Asked(
-                    value, cached.content, cached.prompt_tokens, cached.completion_tokens, cached.usage_known, True
+                    value,
+                    cached.content,
+                    cached.prompt_tokens,
+                    cached.completion_tokens,
+                    cached.usage_known,
+                    True,
                 )
         with self._lock:
             self.usage.asked += 1
@@ -112,7 +117,9 @@ class LlmCaller:
             reply = self._post(request.label, system, user)
             try:
                 if reply is None:
-                    raise LLMError("format", "the reply is not a chat completion (no choices[0].message.content text)")
+                    raise LLMError(
+                        "format", "the reply is not a chat completion (no choices[0].message.content text)"
+                    )
                 value = parse(reply.content)
             except LLMError as error:
                 if attempt == self.settings.max_retries:
@@ -129,7 +136,9 @@ class LlmCaller:
                 with self._lock:
                     self.usage.usage_missing += 1
             self.cache.put(key, self.kind, self.model, reply)
-            return Asked(value, reply.content, reply.prompt_tokens, reply.completion_tokens, reply.usage_known, False)
+            return Asked(
+                value, reply.content, reply.prompt_tokens, reply.completion_tokens, reply.usage_known, False
+            )
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _post(self, label: str, system: str, user: str) -> CachedReply | None:
@@ -142,7 +151,10 @@ class LlmCaller:
             answer = self.endpoint.post(payload)
         except EndpointError as error:
             raise LLMError(
-                error.kind, f"llm {self.kind} of query {label}: {error}", status=error.status, attempts=error.attempts
+                error.kind,
+                f"llm {self.kind} of query {label}: {error}",
+                status=error.status,
+                attempts=error.attempts,
             ) from None
         return _reply(answer)
 
@@ -156,7 +168,10 @@ def _reply(answer: Any) -> CachedReply | None:
     if not isinstance(content, str):
         return None
     usage = answer.get("usage") if isinstance(answer, dict) else None
-    tokens = [usage.get(name) if isinstance(usage, dict) else None for name in ("prompt_tokens", "completion_tokens")]
+    tokens = [
+        usage.get(name) if isinstance(usage, dict) else None
+        for name in ("prompt_tokens", "completion_tokens")
+    ]
     known = all(isinstance(count, int) and not isinstance(count, bool) and count >= 0 for count in tokens)
     return CachedReply(
         content=content,

@@ -30,7 +30,14 @@ from viking_eval.answers.cache import ReplyCache
 from viking_eval.answers.chat import Asked, LlmCaller, Request
 from viking_eval.answers.prompts import JUDGE_FIELDS, READER_FIELDS, load_prompt
 from viking_eval.answers.settings import AnswerSettings, LlmSettings
-from viking_eval.answers.text import answer_text, contains_answer, content_tokens, normalise, token_f1, token_recall
+from viking_eval.answers.text import (
+    answer_text,
+    contains_answer,
+    content_tokens,
+    normalise,
+    token_f1,
+    token_recall,
+)
 from viking_eval.config.errors import ConfigError
 from viking_eval.data import BeirDataset
 from viking_eval.measures.corrections import bootstrap_interval
@@ -84,7 +91,7 @@ def parse_verdict(content: str) -> float:
         return 1.0
     if word == "WRONG":
         return 0.0
-    raise LLMError("format", f"no verdict: expected {{\"label\": \"CORRECT\"}} or WRONG, got {content[:80]!r}")
+    raise LLMError("format", f'no verdict: expected {{"label": "CORRECT"}} or WRONG, got {content[:80]!r}')
 
 
 def _answer(content: str) -> str:
@@ -139,16 +146,25 @@ def read_and_judge(
             Request(
                 qid,
                 reader_prompt,
-                {"question": dataset.queries[qid].text, "context": context_text(dataset, ranking.get(qid, ()), answers)},
+                {
+                    "question": dataset.queries[qid].text,
+                    "context": context_text(dataset, ranking.get(qid, ()), answers),
+                },
             )
             for qid in query_ids
         ],
         _answer,
     )
-    raw_gold = {qid: answer_text(dataset.queries[qid].metadata.get(answers.answer_key)) or "" for qid in query_ids}
+    raw_gold = {
+        qid: answer_text(dataset.queries[qid].metadata.get(answers.answer_key)) or "" for qid in query_ids
+    }
     judged = models.judge.ask_all(
         [
-            Request(qid, judge_prompt, {"question": dataset.queries[qid].text, "gold": raw_gold[qid], "answer": reply.value})
+            Request(
+                qid,
+                judge_prompt,
+                {"question": dataset.queries[qid].text, "gold": raw_gold[qid], "answer": reply.value},
+            )
             for qid, reply in zip(query_ids, read, strict=True)
         ],
         parse_verdict,
@@ -157,17 +173,20 @@ def read_and_judge(
     for qid, reply, verdict in zip(query_ids, read, judged, strict=True):
         values[names.J][qid] = verdict.value
         values[names.F1][qid] = token_f1(normalise(reply.value), gold[qid])
-        pair = (reply, verdict)
+        pair: list[Asked[Any]] = [reply, verdict]
         values[names.TOKENS][qid] = float(sum(r.prompt_tokens + r.completion_tokens for r in pair))
         values[names.COST][qid] = _cost(models.settings, pair)
-    every = [*read, *judged]
+    every: list[Asked[Any]] = [*read, *judged]
     fresh = [reply for reply in every if not reply.cached]
     usage = {
         "model": models.settings.model,
         "temperature": 0.0,
         "reader_prompt": reader_prompt.path,
         "judge_prompt": judge_prompt.path,
-        "prices_per_mtok": {"input": models.settings.price_input_per_mtok, "output": models.settings.price_output_per_mtok},
+        "prices_per_mtok": {
+            "input": models.settings.price_input_per_mtok,
+            "output": models.settings.price_output_per_mtok,
+        },
         "calls": len(every),
         "cache_hits": sum(reply.cached for reply in every),
         "prompt_tokens": sum(reply.prompt_tokens for reply in every),
@@ -217,7 +236,9 @@ def summarise(
         entry: dict[str, Any] = {"n_queries": len(members), "n_with_answer": len(query_ids)}
         if query_ids:
             entry["metrics"] = {name: _mean(values[name], query_ids) for name in means}
-            entry["intervals"] = {name: _interval([values[name][q] for q in query_ids], significance) for name in with_interval}
+            entry["intervals"] = {
+                name: _interval([values[name][q] for q in query_ids], significance) for name in with_interval
+            }
         return entry
 
     by_group: dict[str, list[str]] = {}
@@ -229,7 +250,8 @@ def summarise(
         "n_without_answer": len(all_queries) - len(answered),
         "confidence": significance.confidence,
         "groups": {
-            group: block([q for q in members if q in answered_set], members) for group, members in sorted(by_group.items())
+            group: block([q for q in members if q in answered_set], members)
+            for group, members in sorted(by_group.items())
         }
         if groups
         else {},
@@ -242,7 +264,9 @@ def with_answers(result: RetrieverResult, values: PerQuery, summary: dict[str, A
     metrics = dict(result.metrics)
     for name, by_query in values.items():
         total = math.fsum(by_query.values())
-        metrics[name] = total if name in (names.TOKENS, names.COST) else (total / len(by_query) if by_query else math.nan)
+        metrics[name] = (
+            total if name in (names.TOKENS, names.COST) else (total / len(by_query) if by_query else math.nan)
+        )
     groups = {group: dict(entry) for group, entry in result.groups.items()}
     for group, entry in summary["groups"].items():
         if group in groups and "metrics" in entry:
@@ -272,7 +296,11 @@ def answer_results(
             f"answers.answer_key={answers.answer_key!r}: no query of {dataset.name} has such a metadata "
             f"value; its queries carry {sorted(next(iter(dataset.queries.values())).metadata) if dataset.queries else []}"
         )
-    groups = {qid: str(q.metadata.get(group_key, NO_GROUP)) for qid, q in dataset.queries.items()} if group_key else {}
+    groups = (
+        {qid: str(q.metadata.get(group_key, NO_GROUP)) for qid, q in dataset.queries.items()}
+        if group_key
+        else {}
+    )
     cache = ReplyCache(cache_root)
     finished = []
     for result in results:
@@ -283,7 +311,11 @@ def answer_results(
             models = _Models(LlmCaller(llm, cache, "reader"), LlmCaller(llm, cache, "judge"), llm)
             llm_values, usage = read_and_judge(models, answers, dataset, gold, ranking)
             values.update(llm_values)
-        summary = {"k": answers.k, "answer_key": answers.answer_key, **summarise(values, groups, list(dataset.queries), significance)}
+        summary = {
+            "k": answers.k,
+            "answer_key": answers.answer_key,
+            **summarise(values, groups, list(dataset.queries), significance),
+        }
         if usage is not None:
             summary["llm"] = usage
         finished.append(with_answers(result, values, summary))

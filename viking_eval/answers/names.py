@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["COST", "F1", "J", "TOKENS", "answer_metric_names", "recall_name", "token_recall_name"]
+__all__ = ["COST", "F1", "TOKENS", "J", "answer_metric_names", "recall_name", "token_recall_name"]
 
 J = "J"  # the judge's verdict: 1 correct, 0 wrong
 F1 = "answer_F1"  # token F1 of the reader's answer against the gold one

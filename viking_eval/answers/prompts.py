@@ -65,11 +65,14 @@ def load_prompt(name: str, key: str, fields: Sequence[str]) -> Prompt:
             current.append(line)
     missing = [section for section in ("system", "user") if section not in sections]
     if missing:
-        raise ConfigError(key, f"{path}: no '### {missing[0]}' line; a prompt file has '### system' and '### user' sections")
+        raise ConfigError(
+            key, f"{path}: no '### {missing[0]}' line; a prompt file has '### system' and '### user' sections"
+        )
     user = "\n".join(sections["user"]).strip()
     absent = [field for field in fields if "{" + field + "}" not in user]
     if absent:
         raise ConfigError(
-            key, f"{path}: the user section has no {{{absent[0]}}}; it needs {['{' + f + '}' for f in fields]}"
+            key,
+            f"{path}: the user section has no {{{absent[0]}}}; it needs {['{' + f + '}' for f in fields]}",
         )
     return Prompt(path=str(path), system="\n".join(sections["system"]).strip(), user=user)

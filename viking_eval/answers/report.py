@@ -44,7 +44,12 @@ def answer_lines(results: Sequence[Any], group_key: str | None) -> list[str]:
         blocks = [("(all)", result.answers), *result.answers.get("groups", {}).items()]
         for group, entry in blocks:
             rows.append(
-                [group, result.name, str(entry["n_with_answer"]), str(entry["n_queries"] - entry["n_with_answer"])]
+                [
+                    group,
+                    result.name,
+                    str(entry["n_with_answer"]),
+                    str(entry["n_queries"] - entry["n_with_answer"]),
+                ]
                 + [_cell(entry, name) for name in metric_names]
             )
     lines.append(

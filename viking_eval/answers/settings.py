@@ -61,7 +61,9 @@ class LlmSettings(Params):
             missing = "model" if self.model is None else "base_url"
             raise self.fail(missing, "must be set too: llm.base_url and llm.model go together (or both null)")
         if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
-            raise self.fail("base_url", f"must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}")
+            raise self.fail(
+                "base_url", f"must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}"
+            )
 
     @property
     def configured(self) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 from retrievers.text import STOPWORDS_EN
 
-__all__ = ["answer_text", "content_tokens", "contains_answer", "normalise", "token_f1", "token_recall"]
+__all__ = ["answer_text", "contains_answer", "content_tokens", "normalise", "token_f1", "token_recall"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 

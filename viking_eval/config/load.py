@@ -245,7 +245,8 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
         )
     if top.answers.enabled and top.answers.k > top.run.top_k:
         raise ConfigError(
-            "answers.k", f"{top.answers.k} is deeper than the run (run.top_k={top.run.top_k}); use at most {top.run.top_k}"
+            "answers.k",
+            f"{top.answers.k} is deeper than the run (run.top_k={top.run.top_k}); use at most {top.run.top_k}",
         )
     return Settings(
         name=top.name,

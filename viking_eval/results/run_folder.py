@@ -89,7 +89,9 @@ def read_rankings(folder: Path, name: str) -> dict[str, list[str]]:
     for number, line in enumerate(lines, 1):
         fields = line.split()
         if len(fields) != 6 or not fields[3].isdigit():
-            raise RunFolderError(f"{path}:{number}: expected 'qid Q0 docid rank score tag', got {line[:80]!r}")
+            raise RunFolderError(
+                f"{path}:{number}: expected 'qid Q0 docid rank score tag', got {line[:80]!r}"
+            )
         rankings.setdefault(fields[0], []).append((int(fields[3]), fields[2]))
     return {query_id: [doc_id for _, doc_id in sorted(ranked)] for query_id, ranked in rankings.items()}
 
