@@ -211,3 +211,23 @@ def test_gold_answers_never_reach_a_retriever(tmp_path: Path, monkeypatch: pytes
         assert answer not in seen
     texts = {text for entry in SEEN if entry[0] == "batch" for text in entry[1]}
     assert texts == {query[1] for query in QUERIES}
+
+
+def test_a_dataset_without_gold_answers_is_refused_before_retrieval(tmp_path: Path) -> None:
+    folder = write_dataset(tmp_path / "tiny")
+    settings = compose_settings(*tiny_overrides(folder, "answers.enabled=true", "answers.answer_key=gold"))
+    with pytest.raises(ConfigError) as raised:
+        run_experiment(settings, tmp_path / "run")
+    assert "answers.answer_key" in str(raised.value) and "'answer'" in str(raised.value)
+    assert not (tmp_path / "run" / "runs").exists()
+
+
+def test_the_shipped_presets_compose() -> None:
+    settings = compose_settings("experiment=smoke", "answers=locomo", "llm=openai")
+    assert (settings.answers.enabled, settings.answers.k, settings.answers.context_keys) == (
+        True,
+        10,
+        ("session_date_time",),
+    )
+    assert settings.llm.model == "gpt-4o-mini" and settings.llm.api_key_env == "OPENAI_API_KEY"
+    assert compose_settings("experiment=smoke").answers.enabled is False  # off unless asked

@@ -290,12 +290,7 @@ def answer_results(
 ) -> list[RetrieverResult]:
     """Every result with its answer metrics (see the module docstring); ``ranking_of(name)``
     gives a retriever's ranked document ids per query (its run file)."""
-    gold = gold_answers(dataset, answers.answer_key)
-    if not gold:
-        raise ValueError(
-            f"answers.answer_key={answers.answer_key!r}: no query of {dataset.name} has such a metadata "
-            f"value; its queries carry {sorted(next(iter(dataset.queries.values())).metadata) if dataset.queries else []}"
-        )
+    gold = gold_answers(dataset, answers.answer_key)  # check_answer_settings: not empty
     groups = (
         {qid: str(q.metadata.get(group_key, NO_GROUP)) for qid, q in dataset.queries.items()}
         if group_key
@@ -322,14 +317,25 @@ def answer_results(
     return finished
 
 
-def check_answer_settings(answers: AnswerSettings, llm: LlmSettings, writes_run_files: bool) -> None:
-    """Before anything runs: answers need the run files (a run folder), and the prompts must load."""
+def check_answer_settings(
+    answers: AnswerSettings, llm: LlmSettings, dataset: BeirDataset, writes_run_files: bool
+) -> None:
+    """Before any retrieval: answers need the run files (a run folder), gold answers in the
+    queries' metadata, and prompts that load."""
     if not answers.enabled:
         return
     if not writes_run_files:
         raise ConfigError(
             "answers.enabled",
-            "answers are read from the run files: give the run an output folder (output_dir) or set answers.enabled=false",
+            "answers are read from the run files: give the run an output folder (output_dir) "
+            "or set answers.enabled=false",
+        )
+    if not gold_answers(dataset, answers.answer_key):
+        carried = sorted({key for query in dataset.queries.values() for key in query.metadata})
+        raise ConfigError(
+            "answers.answer_key",
+            f"no query of {dataset.name} has a gold answer under {answers.answer_key!r}; "
+            f"its queries' metadata keys: {carried or 'none'}",
         )
     if llm.configured:
         load_prompt(answers.reader_prompt, "answers.reader_prompt", READER_FIELDS)

@@ -77,7 +77,6 @@ def run_experiment(
     the cost of its work, not the fraction of a second of the resume)."""
     started = time.perf_counter()
     built = dict(built or {})
-    check_answer_settings(settings.answers, settings.llm, output_dir is not None)
     deeper = depth_note(settings.run.top_k, deeper_than_run(settings.metrics, settings.run.top_k))
     if deeper:  # computed, said here once, marked in every output (run_folder, report)
         log.warning(deeper)
@@ -100,6 +99,7 @@ def run_experiment(
             half=settings.dataset.half,
         )
         on_reported_split = split_choice.on_reported_split
+    check_answer_settings(settings.answers, settings.llm, dataset, output_dir is not None)  # before any retrieval
     configured = [spec for spec in settings.retrievers if spec.name not in built]
     embedder: Embedder | None = None
     stores: StoreLoader | None = None
