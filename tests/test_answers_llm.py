@@ -31,7 +31,7 @@ VERDICTS = {"May 7, 2023": '{"label": "CORRECT"}', "a sunrise": "CORRECT", "Pari
 def scripted(body: dict[str, Any]) -> str:
     """The reader's answer by question; the judge's verdict by the answer it grades."""
     system, user = (message["content"] for message in body["messages"])
-    if system == "Read.":
+    if system.startswith("Read."):
         return next(answer for question, answer in ANSWERS.items() if f"Q: {question} C:" in user)
     return VERDICTS[user.rsplit(" A: ", 1)[1]]
 
@@ -150,3 +150,28 @@ def test_an_answer_is_cached_once_per_content(tmp_path: Path, server: ModelServe
     assert summary.results[1].per_query["J"] == summary.results[0].per_query["J"]
     judged = next(c for c in summary.significance.comparisons if c.metric == "J")
     assert (judged.n_queries, judged.ties) == (3, 3)  # J in the paired tests, on answered queries
+
+
+def test_the_cache_key_is_the_content(tmp_path: Path, server: ModelServer) -> None:
+    run_experiment(llm_settings(tmp_path, server), tmp_path / "run")
+    assert server.requests == 6
+    settings = llm_settings(tmp_path, server)
+    (tmp_path / "reader.txt").write_text(READER.replace("Read.", "Read. Please."))  # another reader prompt
+    summary = run_experiment(settings, tmp_path / "run2")
+    usage = summary.results[0].answers["llm"]
+    # the reader is asked again (its system text changed); the judge sees the same question, gold
+    # and answer: its 3 verdicts come from the cache
+    assert server.requests == 6 + 3
+    assert (usage["reader"]["asked"], usage["reader"]["cache_hits"]) == (3, 0)
+    assert (usage["judge"]["asked"], usage["judge"]["cache_hits"]) == (0, 3)
+
+
+def test_concurrent_requests_give_the_same_results_in_query_order(
+    tmp_path: Path, server: ModelServer
+) -> None:
+    summary = run_experiment(llm_settings(tmp_path, server, "llm.concurrency=4"), tmp_path / "run")
+    result = summary.results[0]
+    assert list(result.per_query["J"]) == ["qa", "qb", "qc"]
+    assert result.per_query["J"] == {"qa": 1.0, "qb": 1.0, "qc": 0.0}
+    assert result.per_query["llm_tokens"] == TOKENS
+    assert server.requests == 6
