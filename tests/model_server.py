@@ -5,13 +5,20 @@
 ``release`` is set, at most 10 s); ``not_json``; ``wrong_count`` (one vector fewer than texts);
 ``wrong_dim`` (vectors one wider than asked); ``nan`` (a NaN in the first vector). Good
 embeddings are a deterministic function of each text (``DIM`` wide), rerank scores the length
-of each document."""
+of each document.
+
+``POST /v1/chat/completions`` (OpenAI's shape) answers with ``chat(body)`` as the message content
+and a ``usage`` block counting whitespace-separated words: ``prompt_tokens`` over every message's
+content, ``completion_tokens`` over the reply. ``script``: modes taken one per request, first
+in first out, before ``mode`` applies (a 500, then a good reply); chat also plays ``malformed``
+(a reply that is no chat completion)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,8 +31,11 @@ def vector(text: str, dim: int = DIM) -> list[float]:
 
 
 class ModelServer:
-    def __init__(self, mode: str = "good") -> None:
+    def __init__(self, mode: str = "good", chat: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.mode = mode
+        self.chat = chat
+        self.script: list[str] = []
+        self.lock = threading.Lock()
         self.requests = 0
         self.release = threading.Event()
         server = self
@@ -36,8 +46,9 @@ class ModelServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests += 1
-                mode = server.mode
+                with server.lock:
+                    server.requests += 1
+                    mode = server.script.pop(0) if server.script else server.mode
                 if mode == "error":
                     data = b'{"error": {"message": "overloaded"}}'
                     self.send_response(500)
@@ -57,6 +68,15 @@ class ModelServer:
                     if mode == "nan":
                         rows[0][0] = float("nan")
                     answer: Any = {"data": [{"index": i, "embedding": row} for i, row in enumerate(rows)]}
+                elif self.path == "/v1/chat/completions" and server.chat is not None:
+                    content = server.chat(body)
+                    words = sum(len(str(message["content"]).split()) for message in body["messages"])
+                    answer = {
+                        "choices": [{"message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": words, "completion_tokens": len(content.split())},
+                    }
+                    if mode == "malformed":
+                        answer = {"choices": []}
                 elif self.path == "/v1/rerank":
                     documents = body["documents"]
                     answer = {

@@ -24,12 +24,12 @@ modules)."""
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("retrievers",),  # the production library knows nothing of the harness
     ("viking_eval.files", "viking_eval.progress", "viking_eval.exits"),
-    ("viking_eval.measures",),
+    ("viking_eval.measures", "viking_eval.answers.settings"),  # answers.* and llm.* (read by config)
     ("viking_eval.config",),
     ("viking_eval.data",),
     # values: a run's results, a benchmark's table, the ANN quality measure (what reports show)
     ("viking_eval.results.model", "viking_eval.results.environment", "viking_eval.results.layout"),
-    ("viking_eval.benchmark.table", "viking_eval.run.ann_quality"),
+    ("viking_eval.benchmark.table", "viking_eval.run.ann_quality", "viking_eval.answers"),
     ("viking_eval.report",),
     ("viking_eval.results",),  # the run folder: reads and writes its files, renders the reports
     ("viking_eval.run",),  # the one experiment loop

@@ -34,6 +34,7 @@ OWNERS = ("viking_eval/results/", "viking_eval/files.py")
 ALLOWED_WRITERS = {
     "viking_eval/data/": "datasets: downloads, unpacked archives, conversions and their checksums",
     "viking_eval/run/cache.py": "the artifact cache (embeddings, fitted embedders, stores), not a run folder",
+    "viking_eval/answers/cache.py": "the reader's and judge's replies in the cache (<cache>/answers/), not a run folder",
     "viking_eval/sweep/export.py": "tuned files exported into conf/tuned (never a run folder)",
     "viking_eval/benchmark/leaderboard.py": "--csv/--md: files at paths the user names",
     "viking_eval/benchmark/run.py": "benchmark.lock: the runner's lock while it runs, not a result",

@@ -243,6 +243,11 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
             "gate.latency_reference",
             f"{top.gate.latency_reference!r} is not a configured retriever; configured: {names}",
         )
+    if top.answers.enabled and top.answers.k > top.run.top_k:
+        raise ConfigError(
+            "answers.k",
+            f"{top.answers.k} is deeper than the run (run.top_k={top.run.top_k}); use at most {top.run.top_k}",
+        )
     return Settings(
         name=top.name,
         dataset=top.dataset,
@@ -256,6 +261,8 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
         gate=top.gate,
         sweep=top.sweep,
         benchmark=top.benchmark,
+        answers=top.answers,
+        llm=top.llm,
     )
 
 

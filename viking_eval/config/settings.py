@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
+from viking_eval.answers.settings import AnswerSettings, LlmSettings
 from viking_eval.measures.metrics import Metric, MetricError, parse_metrics
 from viking_eval.measures.significance import SignificanceSettings
 
@@ -187,6 +188,8 @@ class ConfigFile(Params):
     sweep: SweepSettings = param(factory=SweepSettings)
     gate: GateSettings = param(factory=GateSettings)
     benchmark: BenchmarkSettings = param(factory=BenchmarkSettings)
+    answers: AnswerSettings = param(factory=AnswerSettings)
+    llm: LlmSettings = param(factory=LlmSettings)
     cache_dir: str | None = param(None, doc="null = VIKING_EVAL_CACHE or ~/.cache/viking_eval")
     show_progress: bool | None = param(None, doc="null = progress bars only on a terminal")
 
@@ -215,3 +218,5 @@ class Settings:
     gate: GateSettings = field(default_factory=GateSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
     benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
+    answers: AnswerSettings = field(default_factory=AnswerSettings)
+    llm: LlmSettings = field(default_factory=LlmSettings)

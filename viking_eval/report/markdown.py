@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from viking_eval.answers.names import answer_metric_names
+from viking_eval.answers.report import answer_lines
 from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
 from viking_eval.run import ann_quality
 
@@ -39,6 +41,7 @@ def summary_table(summary: RunSummary, settings: Settings, *, fmt: str = "github
     baseline, see significance.py), ann_recall@10 over an approximate vector index
     (ann_quality.py), p50/p95 latency in ms, QPS."""
     metric_names = [metric.name for metric in settings.metrics]
+    metric_names += answer_metric_names(summary.results, with_usage=True)  # answers.enabled
     ann_names = ann_quality.metric_names(summary.results)
     top_k = settings.run.top_k
     deeper = deeper_than_run(settings.metrics, top_k)  # R@100 at top_k 10: "R@100 (depth 10)"
@@ -192,12 +195,13 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
             disable_numparse=True,
         )
     )
+    group_metrics = [m.name for m in settings.metrics] + answer_metric_names(summary.results)
     group_rows = [
         [
             group,
             result.name,
             str(entry["n_queries"]),
-            *(f"{entry['metrics'][m.name]:.4f}" for m in settings.metrics),
+            *(f"{entry['metrics'][name]:.4f}" if name in entry["metrics"] else "-" for name in group_metrics),
         ]
         for result in summary.results
         for group, entry in result.groups.items()
@@ -214,12 +218,13 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
                     settings.dataset.group_key or "group",
                     "retriever",
                     "queries",
-                    *(m.name for m in settings.metrics),
+                    *group_metrics,
                 ],
                 tablefmt="github",
                 disable_numparse=True,
             ),
         ]
+    lines += answer_lines(summary.results, settings.dataset.group_key)
     lines += stats_lines(summary)
     scope = settings.dataset.scope_key
     lines += [

@@ -37,6 +37,8 @@ class RetrieverResult:
     stats: dict[str, Any] = field(default_factory=dict)  # provenance_stats(): per-query retriever stats
     # over an approximate vector index: index kind, knobs, ann_recall@10 (ann_quality.py); else {}
     vector_search: dict[str, Any] = field(default_factory=dict)
+    # answers.enabled: counts, per-group means and intervals, LLM usage (viking_eval/answers/); else {}
+    answers: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 from retrievers.ranking import sort_key
 from retrievers.types import RetrievalResult
 from viking_eval import files
+from viking_eval.answers.names import answer_metric_names
 from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
 from viking_eval.measures.significance import CSV_COLUMNS, csv_rows
 from viking_eval.report.markdown import report_markdown
@@ -75,6 +76,24 @@ def write_run(folder: Path, name: str, run: Mapping[str, Sequence[RetrievalResul
         ordered = sorted(results, key=sort_key)
         lines += [f"{query_id} Q0 {r.doc_id} {rank} {r.score!r} {name}" for rank, r in enumerate(ordered, 1)]
     files.write_text(folder / layout.RUNS / f"{name}.trec", "\n".join(lines) + ("\n" if lines else ""))
+
+
+def read_rankings(folder: Path, name: str) -> dict[str, list[str]]:
+    """``runs/<name>.trec`` as query id -> document ids in rank order (what answer metrics read)."""
+    path = folder / layout.RUNS / f"{name}.trec"
+    rankings: dict[str, list[tuple[int, str]]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise RunFolderError(f"{path}: cannot be read: {error}") from None
+    for number, line in enumerate(lines, 1):
+        fields = line.split()
+        if len(fields) != 6 or not fields[3].isdigit():
+            raise RunFolderError(
+                f"{path}:{number}: expected 'qid Q0 docid rank score tag', got {line[:80]!r}"
+            )
+        rankings.setdefault(fields[0], []).append((int(fields[3]), fields[2]))
+    return {query_id: [doc_id for _, doc_id in sorted(ranked)] for query_id, ranked in rankings.items()}
 
 
 def marker_path(folder: Path, name: str) -> Path:
@@ -142,6 +161,7 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
                 **({"groups": result.groups} if result.groups else {}),
                 **({"stats": result.stats} if result.stats else {}),
                 **({"vector_search": result.vector_search} if result.vector_search else {}),
+                **({"answers": result.answers} if result.answers else {}),
             }
             for result in summary.results
         },
@@ -161,11 +181,22 @@ def write_per_query(
     path: Path, values: Mapping[str, Mapping[str, Mapping[str, float]]], metrics: Sequence[str]
 ) -> None:
     """The one per-query CSV writer (a run's ``per_query.csv``, the gate's stored baselines):
-    ``retriever,query_id,<metric>...``, queries in id order, values as Python's shortest repr."""
+    ``retriever,query_id,<metric>...``, queries in id order, values as Python's shortest repr;
+    an empty cell where a metric does not measure the query (answer metrics of a query without a
+    gold answer)."""
     rows = []
     for retriever, by_metric in values.items():
         for query_id in sorted(by_metric[metrics[0]]) if metrics else []:
-            rows.append([retriever, query_id, *(float(by_metric[metric][query_id]) for metric in metrics)])
+            rows.append(
+                [
+                    retriever,
+                    query_id,
+                    *(
+                        float(by_metric[metric][query_id]) if query_id in by_metric[metric] else ""
+                        for metric in metrics
+                    ),
+                ]
+            )
     files.write_text(path, csv_text(["retriever", "query_id", *metrics], rows))
 
 
@@ -176,6 +207,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
     if folder is None:
         raise ValueError("the run has no output_dir: nothing to write")
     metric_names = [metric.name for metric in settings.metrics]
+    answer_names = answer_metric_names(summary.results, with_usage=True)  # answers.enabled
     top_k = settings.run.top_k
     deeper = deeper_than_run(settings.metrics, top_k)  # R@100 at top_k 10: marked, not hidden
     document = metrics_document(summary)
@@ -191,6 +223,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
             result.name,
             *(result.metrics[name] for name in metric_names),
             *(result.metrics.get(name) for name in ann_names),
+            *(result.metrics.get(name) for name in answer_names),
             *((result.latency or {}).get(key) for key in LATENCY_KEYS),
         ]
         for result in summary.results
@@ -202,6 +235,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
                 "retriever",
                 *(depth_label(name, top_k, deeper) for name in metric_names),
                 *ann_names,
+                *answer_names,
                 *LATENCY_KEYS,
             ],
             rows,
@@ -210,7 +244,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
     write_per_query(
         folder / layout.PER_QUERY,
         {result.name: result.per_query for result in summary.results},
-        metric_names,
+        metric_names + answer_names,
     )
     files.write_json(
         folder / layout.LATENCY,
@@ -376,6 +410,8 @@ def read_per_query(path: Path) -> PerQuery:
             if query_id in by_metric[metrics[0]]:
                 raise RunFolderError(f"{path}:{line}: query {query_id!r} of {retriever!r} appears twice")
             for metric in metrics:
+                if row[metric] == "" and metric != metrics[0]:
+                    continue  # not measured for this query (an answer metric without a gold answer)
                 try:
                     number = float(row[metric])
                 except (TypeError, ValueError):

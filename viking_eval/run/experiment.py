@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from retrievers.types import Embedder, Retriever
+from viking_eval.answers.evaluate import answer_results, check_answer_settings
+from viking_eval.answers.names import answer_metric_names
 from viking_eval.config import Settings
 from viking_eval.data import BeirDataset
 from viking_eval.data.splits import Phase, load_for_phase
@@ -97,6 +99,7 @@ def run_experiment(
             half=settings.dataset.half,
         )
         on_reported_split = split_choice.on_reported_split
+    check_answer_settings(settings.answers, settings.llm, dataset, output_dir is not None)  # before any retrieval
     configured = [spec for spec in settings.retrievers if spec.name not in built]
     embedder: Embedder | None = None
     stores: StoreLoader | None = None
@@ -130,10 +133,21 @@ def run_experiment(
             run_folder.write_finished(output_dir, result, key, now - work_started)
         work_started = now
         results.append(result)
+    if settings.answers.enabled and output_dir is not None:  # after retrieval: gold answers never reach it
+        results = answer_results(
+            results,
+            settings.answers,
+            settings.llm,
+            dataset,
+            ranking_of=lambda name: run_folder.read_rankings(output_dir, name),
+            group_key=settings.dataset.group_key,
+            significance=settings.run.significance,
+            cache_root=cache.root,
+        )
     significance = compare_with_baseline(
         {result.name: result.per_query for result in results},
         settings.run.baseline or results[0].name,
-        [metric.name for metric in settings.metrics],
+        [metric.name for metric in settings.metrics] + answer_metric_names(results),
         settings.run.significance,
         show_progress=settings.show_progress,
     )
