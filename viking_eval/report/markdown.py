@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval.report.stages import stages_markdown
 from viking_eval.run import ann_quality
 
 if TYPE_CHECKING:
@@ -192,6 +193,8 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
             disable_numparse=True,
         )
     )
+    stage_lines = stages_markdown(summary.results)
+    lines += ["", *stage_lines] if stage_lines else []
     group_rows = [
         [
             group,
@@ -240,7 +243,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
         *ann_quality.store_lines(summary.results, environment),
         "",
         "Files: `metrics.json`, `metrics.csv`, `per_query.csv`, `significance.csv`, `latency.json`, "
-        "`runs/*.trec`, `environment.json`, `config.yaml`, `report.html`.",
+        "`spans/*.csv`, `runs/*.trec`, `environment.json`, `config.yaml`, `report.html`.",
         "",
     ]
     return "\n".join(lines)
