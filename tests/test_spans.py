@@ -5,6 +5,7 @@ measure_latency (structure only: no wall time is asserted)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 
@@ -32,9 +33,8 @@ def test_nothing_is_recorded_and_nothing_checked_without_a_recording() -> None:
     with recording() as recorder:
         pass
     assert recorder.spans == ()
-    with recording(), pytest.raises(ValueError, match="'no such stage' is not one of"):
-        with span("no such stage"):
-            pass
+    with recording(), pytest.raises(ValueError, match="'no such stage' is not one of"), span("no such stage"):
+        pass
 
 
 def test_spans_nest_and_laps_end_each_other_and_with_their_span() -> None:
@@ -65,7 +65,7 @@ def test_spans_nest_and_laps_end_each_other_and_with_their_span() -> None:
         by_stage.setdefault(s.stage, []).append(s)
     traverse = by_stage["traverse"][0]
     laps = [by_stage["global"][0], *by_stage["round"]]
-    for before, after in zip(laps, laps[1:], strict=False):
+    for before, after in itertools.pairwise(laps):
         assert before.end_ns <= after.start_ns  # a lap ends before the next begins
     assert traverse.start_ns <= laps[0].start_ns and laps[-1].end_ns <= traverse.end_ns
     assert by_stage["parents"][0].parent == -1  # the laps did not leak out of traverse
@@ -80,16 +80,15 @@ def test_a_carried_thread_records_under_the_span_open_where_it_was_carried() -> 
         with span(stage):
             pass
 
-    with recording() as recorder:
-        with span("legs"):
-            threads = [
-                threading.Thread(target=carry(leg), args=("bm25",)),
-                threading.Thread(target=leg, args=("vector",)),  # not carried: not recorded
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+    with recording() as recorder, span("legs"):
+        threads = [
+            threading.Thread(target=carry(leg), args=("bm25",)),
+            threading.Thread(target=leg, args=("vector",)),  # not carried: not recorded
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     assert _shape(recorder.spans) == [("legs", ""), ("legs/bm25", "")]
 
 
