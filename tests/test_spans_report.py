@@ -64,7 +64,7 @@ def test_every_retriever_has_stages_that_sum_to_its_mean_and_a_spans_file(famili
         stages = {stage["path"]: stage for stage in latency["stages"]}
         assert expected.get(result.name, set()) <= set(stages), result.name
         top = [stage for stage in stages.values() if stage["depth"] == 0]
-        assert sum(stage["mean_ms"] for stage in top) == pytest.approx(latency["mean_ms"], rel=1e-6)
+        assert sum(stage["mean_ms"] for stage in top) == pytest.approx(latency["mean_ms"], abs=1e-4)
         assert latency["index_bytes"]["total"] > 0 and latency["rss_growth_mb"] >= 0.0
         with (folder / "spans" / f"{result.name}.csv").open(newline="") as handle:
             rows = list(csv.DictReader(handle))

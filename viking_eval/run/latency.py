@@ -190,12 +190,14 @@ def measure_latency(
             torch_threads.apply()
             timed.elapsed = 0.0
             with recording() as recorder:
-                start = time.perf_counter_ns()
+                start = time.perf_counter()
                 retrievers[scope].retrieve(text, top_k)
-                end = time.perf_counter_ns()
-            totals.append((end - start) / 1e9)
+                end = time.perf_counter()
+            totals.append(end - start)
             encodes.append(timed.elapsed)
-            recorded.append(QuerySpans(position, start, end, recorder.epoch_offset_ns, recorder.spans))
+            # spans read perf_counter_ns: the same clock in nanoseconds
+            bounds = round(start * 1e9), round(end * 1e9)
+            recorded.append(QuerySpans(position, *bounds, recorder.epoch_offset_ns, recorder.spans))
             rss_peak = max(rss_peak, rss_bytes())
             bar.update()
     searches = [total - encode for total, encode in zip(totals, encodes, strict=True)]
