@@ -85,7 +85,7 @@ class SpanRecorder:
         self._open: dict[
             int, tuple[int, str, str, int, bool]
         ] = {}  # index -> parent, stage, detail, start, lap
-        self._done: list[Span] = []
+        self._done: list[tuple[int, int, str, str, int, int]] = []  # Span fields, made when asked
         self._count = 0
         self.closed = False
         self.start_ns = time.perf_counter_ns()
@@ -97,7 +97,7 @@ class SpanRecorder:
     def spans(self) -> tuple[Span, ...]:
         """The finished spans, by index (start order)."""
         with self._lock:
-            return tuple(sorted(self._done, key=lambda s: s.index))
+            return tuple(Span(*fields) for fields in sorted(self._done))
 
     def begin(self, parent: int, stage: str, detail: str, is_lap: bool) -> int:
         if stage not in STAGES:
@@ -113,7 +113,7 @@ class SpanRecorder:
         with self._lock:
             parent, stage, detail, start, _ = self._open.pop(index)
             if not self.closed:
-                self._done.append(Span(index, parent, stage, detail, start, now))
+                self._done.append((index, parent, stage, detail, start, now))
 
     def parent_of_open(self, index: int) -> int | None:
         """The parent of open span ``index`` when it is a lap; None otherwise."""
