@@ -2,12 +2,15 @@
 stores: the stage names and their nesting, as many ``hop``/``round`` spans as the traversal's own
 stats count, a reranker's ``rerank`` with its ``llm`` call inside, chunk ``parents``; recording
 leaves every result unchanged; the OpenTelemetry export (the SDK's in-memory exporter) has the
-same names, nesting and counts under one ``retrieve`` span per query."""
+same names, nesting and counts under one ``retrieve`` span per query; the OTLP exporter posts
+them to the endpoint OTEL_EXPORTER_OTLP_ENDPOINT names; a configured exporter whose package is
+missing is refused."""
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -204,3 +207,65 @@ def test_opentelemetry_export_has_the_recorded_names_nesting_and_counts() -> Non
                 str((s.attributes or {}).get("viking.detail")) for s in exported if s.name == "strategy"
             )
             assert details == ["fulltext", "semantic"]
+
+
+def test_the_otlp_exporter_posts_the_spans_to_the_configured_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip(
+        "opentelemetry.exporter.otlp.proto.http", reason="the otel extra (.[dev] includes it)"
+    )
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from viking_eval.run.otel import export_spans, span_exporter
+
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        query = _one_query_per_family()["graph"]
+        exporter = span_exporter("otlp")
+        assert exporter is not None
+        export_spans(exporter, "graph", [query])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert received and all(path == "/v1/traces" for path, _ in received)
+    names = []
+    for _, body in received:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        names += [s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert sorted(names) == sorted(["retrieve", *(s.stage for s in query.spans)])
+    assert names.count("hop") == 2
+
+
+def test_a_configured_exporter_without_its_package_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from retrievers.params import ParamError
+    from viking_eval.config.settings import OtelSettings
+
+    assert OtelSettings(exporter="none").exporter == "none"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(
+        ParamError, match=r"exporter='otlp' needs the Python module opentelemetry\.sdk.*\.\[otel\]"
+    ):
+        OtelSettings(exporter="otlp")
+    assert OtelSettings(exporter="none").exporter == "none"  # nothing to import
