@@ -6,6 +6,7 @@ rendered in headless Chromium), report.md's table; ``run.latency.otel.exporter``
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +73,14 @@ def test_every_retriever_has_stages_that_sum_to_its_mean_and_a_spans_file(famili
         for path, stage in stages.items():
             if path != "other":  # the file's spans give the summary's counts
                 assert sum(row["path"] == path for row in rows) / 6 == pytest.approx(stage["count_mean"])
+    metrics = json.loads((folder / "metrics.json").read_text())["retrievers"]
+    latency_file = json.loads((folder / "latency.json").read_text())["retrievers"]
+    for name in FAMILIES:  # the stages live in latency.json; metrics.json keeps the scalars
+        assert "stages" not in metrics[name]["latency"] and metrics[name]["latency"]["index_bytes"]
+        assert (
+            latency_file[name]["stages"]
+            == next(r.latency for r in families.results if r.name == name)["stages"]
+        )
     graph = {stage["path"]: stage for stage in families.results[3].latency["stages"]}  # type: ignore[index]
     stats = families.results[3].stats
     assert graph["traverse/hop"]["count_mean"] <= stats["hops"] + 1  # hops that scanned edges

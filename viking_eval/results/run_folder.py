@@ -135,9 +135,13 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
         "retrievers": {
             result.name: {
                 "metrics": result.metrics,
-                # the per-query samples stay in latency.json
+                # the per-query samples and the stages stay in latency.json
                 "latency": (
-                    {key: value for key, value in result.latency.items() if key != "samples_ms"}
+                    {
+                        key: value
+                        for key, value in result.latency.items()
+                        if key not in ("samples_ms", "stages")
+                    }
                     if result.latency
                     else result.latency
                 ),
