@@ -182,7 +182,9 @@ def span(stage: str, detail: str = "") -> _NoSpan | _OpenSpan:
 
 def lap(stage: str, detail: str = "") -> None:
     """End the lap open here (if any) and start a new ``stage`` lap; the enclosing :func:`span`
-    ends the last one. Call it only inside a ``span`` block of the same function."""
+    ends the last one. Call it only inside a ``span`` block (here or in a caller: the hierarchical
+    retriever's ``traverse`` span encloses the descent's laps); a lap with no enclosing span would
+    stay open until the recording ends, and is then dropped."""
     recorder = _RECORDER.get()
     if recorder is None:
         return
