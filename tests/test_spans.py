@@ -211,3 +211,29 @@ def test_a_fake_stage_is_counted_through_measure_latency() -> None:
     document = report.as_dict()
     assert "queries" not in document and document["stages"][0]["path"] == "traverse"
     assert document["index_bytes"]["total"] == document["index_bytes"]["own"] == 0  # reads no index
+
+
+def test_index_bytes_count_the_parts_a_retriever_reads() -> None:
+    import faiss
+
+    from retrievers import BM25Retriever, DenseRetriever, HybridRetriever, TfidfEmbedder
+    from retrievers.store.vector_index_config import VectorIndexConfig
+    from viking_eval.run.memory import index_bytes
+
+    docs = [Document(f"d{i}", f"text number {i} about topic {i % 7} and words {i % 11}") for i in range(300)]
+    embedder = TfidfEmbedder(dim=32).fit([doc.text for doc in docs])
+    exact = build_store(docs, embedder, StoreConfig(timestamps=None))
+    matrix = 300 * 32 * 4  # float32 rows x dim
+    assert index_bytes(DenseRetriever(exact, embedder)) == {"vectors": matrix, "own": 0, "total": matrix}
+    bm25 = index_bytes(BM25Retriever(exact))
+    assert set(bm25) == {"bm25", "own", "total"} and bm25["bm25"] > 0
+    hybrid = index_bytes(HybridRetriever(exact, embedder))
+    assert hybrid == {"vectors": matrix, "bm25": bm25["bm25"], "own": 0, "total": matrix + bm25["bm25"]}
+    hnsw_store = build_store(
+        docs, embedder, StoreConfig(timestamps=None, vector_index=VectorIndexConfig(kind="hnsw"))
+    )
+    index = next(value for value in vars(hnsw_store.vectors).values() if hasattr(value, "hnsw"))
+    graph = index.hnsw.neighbors.size() * 4 + index.hnsw.offsets.size() * 8 + index.hnsw.levels.size() * 4
+    assert faiss.downcast_index(index.storage).code_size == 32 * 4
+    # the exact matrix it rescores with, the HNSW storage's copy, the graph's links
+    assert index_bytes(DenseRetriever(hnsw_store, embedder))["vectors"] == 2 * matrix + graph

@@ -7,7 +7,7 @@ Index bytes are counted per store part the retriever names (:meth:`KernelRetriev
 retriever built for itself at construction (a hierarchical retriever's record vectors, a graph
 walker's CSR copies). A part's bytes are the sizes of the numpy arrays (and scipy sparse
 matrices' arrays) reachable from it, each buffer once, memory-mapped ones included; a faiss index
-counts its codes (``ntotal * code_size``: an HNSW graph's links are not counted). A retriever
+counts its codes (``ntotal * code_size``) and an HNSW index its graph's neighbour lists too. A retriever
 that is not a kernel retriever is one ``own`` part: everything reachable from it.
 """
 
@@ -60,9 +60,8 @@ class _Counter:
         if skip_store and isinstance(value, ContextStore):
             return 0
         self.seen_objects.add(id(value))
-        ntotal, code_size = getattr(value, "ntotal", None), getattr(value, "code_size", None)
-        if isinstance(ntotal, int) and isinstance(code_size, int):  # a faiss index
-            return ntotal * code_size
+        if isinstance(getattr(value, "ntotal", None), int) and "faiss" in type(value).__module__:
+            return faiss_bytes(value)
         if isinstance(value, dict):
             items = list(value.values())
             if items and not isinstance(items[0], np.ndarray) and len(items) > 1000:
@@ -80,6 +79,24 @@ class _Counter:
             for name, item in fields.items()
             if not (skip_store and name in _SKIPPED_ATTRIBUTES)
         )
+
+
+def faiss_bytes(index: Any) -> int:
+    """A faiss index's codes (``ntotal * code_size``; an HNSW index: its storage's codes and its
+    graph's neighbour lists and offsets)."""
+    import faiss  # present whenever a faiss index is
+
+    size = 0
+    code_size = getattr(index, "code_size", None)
+    storage = getattr(index, "storage", None)
+    if storage is not None:
+        size += faiss_bytes(faiss.downcast_index(storage))
+    elif isinstance(code_size, int):
+        size += int(index.ntotal) * code_size
+    hnsw = getattr(index, "hnsw", None)
+    if hnsw is not None:
+        size += hnsw.neighbors.size() * 4 + hnsw.offsets.size() * 8 + hnsw.levels.size() * 4
+    return size
 
 
 def index_bytes(retriever: object) -> dict[str, int]:
