@@ -28,6 +28,10 @@ for an HNSW index, ``nprobe`` for IVF, ``refine_factor`` for IVF-PQ; None = the 
 with the mask. A knob the store's index does not have is refused at construction; changing one
 never changes the store.
 
+Stages (``encode``, ``vector``, ``parents``, ``rerank``, and the families' own) are marked as spans
+(:mod:`retrievers.spans`): recorded only when a harness records a query, otherwise one context
+variable read each.
+
 Every family's parameters are a :class:`RetrieverParams` subclass (:mod:`retrievers.params`):
 the kernel's own (``filters``, ``reranker``, ``rerank_depth``, ``rerank_timeout``,
 ``query_batch_size``, ``ef_search``, ``nprobe``, ``refine_factor``) plus the family's. A

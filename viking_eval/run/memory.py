@@ -7,7 +7,8 @@ Index bytes are counted per store part the retriever names (:meth:`KernelRetriev
 retriever built for itself at construction (a hierarchical retriever's record vectors, a graph
 walker's CSR copies). A part's bytes are the sizes of the numpy arrays (and scipy sparse
 matrices' arrays) reachable from it, each buffer once, memory-mapped ones included; a faiss index
-counts its codes (``ntotal * code_size``) and an HNSW index its graph's neighbour lists too. A retriever
+counts its codes (``ntotal * code_size``) and an HNSW index its graph's neighbour lists too
+(IVF centroids are not counted). A retriever
 that is not a kernel retriever is one ``own`` part: everything reachable from it.
 """
 
