@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrievers.kernel import Candidates, KernelRetriever, RetrieverParams
+from retrievers.spans import span
 
 __all__ = ["BM25Params", "BM25Retriever", "DenseParams", "DenseRetriever"]
 
@@ -34,10 +35,12 @@ class BM25Retriever(KernelRetriever):
         return False
 
     def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
-        return [
-            Candidates.of(scores, rows)
-            for scores, rows in self.store.bm25.search(list(queries), depth, mask=self.mask)
-        ]
+        with span("bm25"):
+            found = self.store.bm25.search(list(queries), depth, mask=self.mask)
+        return [Candidates.of(scores, rows) for scores, rows in found]
+
+    def index_parts(self) -> tuple[str, ...]:
+        return ("bm25",)
 
 
 @dataclass(frozen=True)

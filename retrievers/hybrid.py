@@ -75,6 +75,7 @@ from retrievers.fusion import (
 from retrievers.kernel import Candidates, KernelRetriever, RetrieverParams
 from retrievers.params import param
 from retrievers.parents import resolve_parents
+from retrievers.spans import carry, span
 from retrievers.types import RetrievalResult
 
 __all__ = ["FUSIONS", "LEG_PARAMS", "HybridParams", "HybridRetriever"]
@@ -166,6 +167,10 @@ class HybridRetriever(KernelRetriever):
     def final_filter(self, scores: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_] | None:
         return None if self.params.min_score is None else scores >= self.params.min_score
 
+    def index_parts(self) -> tuple[str, ...]:
+        keyword = self.keyword_weight > 0 and self.params.keyword_leg is None
+        return super().index_parts() + (("bm25",) if keyword else ())
+
     # -- the legs ------------------------------------------------------------------------------
 
     def _vector_leg(self, queries: list[str], vectors: np.ndarray | None, fetch: int) -> list[LegHits]:
@@ -181,7 +186,8 @@ class HybridRetriever(KernelRetriever):
             return self._retriever_leg(self.params.keyword_leg, queries, fetch)
         if self.keyword_weight == 0:
             return [_EMPTY_HITS] * len(queries)
-        hits = list(self.store.bm25.search(queries, fetch, mask=self.mask))
+        with span("bm25"):
+            hits = list(self.store.bm25.search(queries, fetch, mask=self.mask))
         return [self._as_documents(h) for h in hits] if self._by_document else hits
 
     def _as_documents(self, hits: LegHits) -> LegHits:
@@ -221,9 +227,10 @@ class HybridRetriever(KernelRetriever):
         if self.params.parallel and 0 < self.keyword_weight < 1:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hybrid-leg")
-            keyword = self._executor.submit(self._keyword_leg, queries, fetch)
-            vector = self._executor.submit(self._vector_leg, queries, vectors, fetch)
-            return vector.result(), keyword.result()
+            with span("legs"):
+                keyword = self._executor.submit(carry(self._keyword_leg), queries, fetch)
+                vector = self._executor.submit(carry(self._vector_leg), queries, vectors, fetch)
+                return vector.result(), keyword.result()
         return self._vector_leg(queries, vectors, fetch), self._keyword_leg(queries, fetch)
 
     # -- fusion --------------------------------------------------------------------------------
@@ -253,14 +260,16 @@ class HybridRetriever(KernelRetriever):
             )
             if weight > 0
         ]
-        fused = self._fuse(legs)
+        with span("fusion"):
+            fused = self._fuse(legs)
         own: dict[int, float] = {}
         boosts: dict[int, float] = {}
         if self._context is not None:
             own = fused
-            fused, boosts = context_fusion(
-                own, self._context, weight=self.params.context_weight, allowed=self.mask
-            )
+            with span("fusion", "context"):
+                fused, boosts = context_fusion(
+                    own, self._context, weight=self.params.context_weight, allowed=self.mask
+                )
         items = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
         # fusion items are store rows, or parent indices when legs were read as documents
         rows = self._first_chunk[items] if self._by_document else items

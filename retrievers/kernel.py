@@ -28,6 +28,10 @@ for an HNSW index, ``nprobe`` for IVF, ``refine_factor`` for IVF-PQ; None = the 
 with the mask. A knob the store's index does not have is refused at construction; changing one
 never changes the store.
 
+Stages (``encode``, ``vector``, ``parents``, ``rerank``, and the families' own) are marked as spans
+(:mod:`retrievers.spans`): recorded only when a harness records a query, otherwise one context
+variable read each.
+
 Every family's parameters are a :class:`RetrieverParams` subclass (:mod:`retrievers.params`):
 the kernel's own (``filters``, ``reranker``, ``rerank_depth``, ``rerank_timeout``,
 ``query_batch_size``, ``ef_search``, ``nprobe``, ``refine_factor``) plus the family's. A
@@ -52,6 +56,7 @@ from retrievers.params import ParamError, Params, param
 from retrievers.parents import resolve_parents, search_documents
 from retrievers.ranking import check_top_k, order_rows
 from retrievers.rerank import rerank_with_fallback
+from retrievers.spans import span
 from retrievers.types import Embedder, Reranker, RetrievalResult
 
 if TYPE_CHECKING:
@@ -177,16 +182,17 @@ def search_vectors(
     """The store's vector index searched for ``queries`` (top ``k`` by score desc, row asc,
     restricted to ``mask``), with the knobs of ``params`` when the index is approximate."""
     index = store.vectors
-    if isinstance(index, FaissVectorIndex):
-        return index.search(
-            queries,
-            k,
-            mask=mask,
-            ef_search=params.ef_search,
-            nprobe=params.nprobe,
-            refine_factor=params.refine_factor,
-        )
-    return index.search(queries, k, mask=mask)
+    with span("vector"):
+        if isinstance(index, FaissVectorIndex):
+            return index.search(
+                queries,
+                k,
+                mask=mask,
+                ef_search=params.ef_search,
+                nprobe=params.nprobe,
+                refine_factor=params.refine_factor,
+            )
+        return index.search(queries, k, mask=mask)
 
 
 @dataclass
@@ -291,6 +297,13 @@ class KernelRetriever:
         """Which final results to keep (after rerank and the top_k cut); None = all."""
         return None
 
+    def index_parts(self) -> tuple[str, ...]:
+        """The store parts its queries read (``vectors``, ``bm25``, ``edges``, ``hierarchy``): what
+        a harness counts as this retriever's index memory. Families that search BM25 add it."""
+        parts = ["vectors"] if self.uses_embedder() else []
+        parts += self.store_parts({"context_weight": getattr(self.params, "context_weight", None)})
+        return tuple(dict.fromkeys(parts))
+
     # -- helpers for families --------------------------------------------------------------------
 
     @property
@@ -303,7 +316,10 @@ class KernelRetriever:
     def encode(self, queries: Sequence[str]) -> np.ndarray:
         """Query vectors, float32 ``(len(queries), dim)``; the shape and finiteness are checked."""
         assert self.embedder is not None
-        vectors = np.ascontiguousarray(self.embedder.encode(list(queries), kind="query"), dtype=np.float32)
+        with span("encode"):
+            vectors = np.ascontiguousarray(
+                self.embedder.encode(list(queries), kind="query"), dtype=np.float32
+            )
         if vectors.shape != (len(queries), self.store.dim):
             raise ValueError(
                 f"embedder returned shape {vectors.shape}, expected ({len(queries)}, {self.store.dim})"
@@ -385,12 +401,13 @@ class KernelRetriever:
         store = self.store
         pool = self._pool_size(top_k)
         if store.chunked:
-            hits = (
-                settled
-                if settled is not None
-                else resolve_parents(store.parent_of, candidates.rows, candidates.scores)
-            )
-            hits = hits.head(pool)
+            with span("parents"):
+                hits = (
+                    settled
+                    if settled is not None
+                    else resolve_parents(store.parent_of, candidates.rows, candidates.scores)
+                )
+                hits = hits.head(pool)
             doc_rows = hits.parents
             scores = np.asarray(hits.scores, dtype=np.float64)
             source = hits.rows  # the chunk each document scored with

@@ -18,6 +18,7 @@ from typing import Any
 
 from retrievers.http import MAX_TIMEOUT_S, EndpointError, JsonEndpoint, check_base_url
 from retrievers.params import ParamError, check_number
+from retrievers.spans import span
 
 __all__ = ["MAX_TIMEOUT_S", "ChatClient", "LLMError", "parse_json_content"]
 
@@ -83,7 +84,8 @@ class ChatClient:
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         }
         try:
-            answer = self.endpoint.post(payload)
+            with span("llm"):
+                answer = self.endpoint.post(payload)
         except EndpointError as error:
             raise LLMError(error.kind, str(error), status=error.status, attempts=error.attempts) from None
         try:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from retrievers.spans import carry
+
 __all__ = ["Outcome", "call_with_timeout", "run_concurrently"]
 
 T = TypeVar("T")
@@ -61,7 +63,7 @@ def run_concurrently(
 
     start = time.monotonic()
     for name, call in calls.items():
-        threading.Thread(target=runner(name, call), name=f"timed-{name}", daemon=True).start()
+        threading.Thread(target=carry(runner(name, call)), name=f"timed-{name}", daemon=True).start()
     outcomes: dict[str, Outcome] = {}
     for name in calls:
         limit = timeouts_s.get(name)

@@ -205,7 +205,7 @@ def test_report_html_is_self_contained_with_best_in_bold_and_markers(
     assert [row[1][2] for row in comparisons] == [m.name for m in settings.metrics]
     r100 = next(row for row in comparisons if row[1][2] == "R@100")
     assert r100[4][2] == "10 / 25 / 0"
-    assert len(page.images) == 3  # wins/ties/losses, per-query differences, latency
+    assert len(page.images) == 4  # wins/ties/losses, per-query differences, latency, stages
     for uri in page.images:
         pixels = _decode_png(uri)
         assert pixels.shape[0] > 200 and pixels.shape[1] > 600 and pixels.std() > 0.05
@@ -312,7 +312,7 @@ def test_report_html_in_headless_chromium(smoke: tuple[RunSummary, Settings], tm
     rendered.feed(dom.stdout)
     assert {"metrics", "comparisons", "latency"} <= set(rendered.tables)
     assert len(rendered.tables["metrics"]) == 3  # header, bm25, dense
-    assert len(rendered.images) == 3 and all(
+    assert len(rendered.images) == 4 and all(
         src.startswith("data:image/png;base64,") for src in rendered.images
     )
     screenshot = tmp_path / "report.png"

@@ -158,6 +158,7 @@ def test_the_report_page_lists_exactly_the_files_the_layout_declares() -> None:
         "per_query.csv",
         "significance.csv",
         "latency.json",
+        "spans/*.csv",
         "runs/*.trec",
         "environment.json",
         "config.yaml",

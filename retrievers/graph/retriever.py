@@ -83,9 +83,11 @@ import numpy.typing as npt
 from retrievers.fusion import ranked, reciprocal_rank_fusion
 from retrievers.graph.params import GraphParams
 from retrievers.graph.traversal import Traversal, Walker, empty_stats
+from retrievers.index.vectors import Hits
 from retrievers.kernel import Candidates, KernelRetriever
 from retrievers.parents import resolve_parents
 from retrievers.ranking import order_rows
+from retrievers.spans import span
 
 __all__ = ["GraphRetriever"]
 
@@ -112,6 +114,10 @@ class GraphRetriever(KernelRetriever):
     # the oasis preset (conf/retriever/oasis_graph.yaml) turns both off
     ALGORITHM_VERSION = 2
 
+    def index_parts(self) -> tuple[str, ...]:
+        keyword = ("bm25",) if self.params.seed_keyword_weight > 0 else ()
+        return (*super().index_parts(), "edges", *keyword)
+
     def setup(self) -> None:
         edges = self.store.edges
         self.walker: Walker | None = None
@@ -126,11 +132,10 @@ class GraphRetriever(KernelRetriever):
         # the seeds (the ranking is exact, so they are what a seed_top_k search returns)
         fetch = max(seeds, depth) if params.vector_fill else seeds
         vector_hits = self.vector_search(vectors, fetch)
-        keyword_hits = (
-            self.store.bm25.search(list(queries), seeds, mask=self.mask)
-            if params.seed_keyword_weight > 0
-            else None
-        )
+        keyword_hits: Hits | None = None
+        if params.seed_keyword_weight > 0:
+            with span("bm25"):
+                keyword_hits = self.store.bm25.search(list(queries), seeds, mask=self.mask)
         found = []
         for index, (scores, rows) in enumerate(vector_hits):
             keyword = None if keyword_hits is None else np.asarray(keyword_hits[index][1], dtype=np.int64)
@@ -153,14 +158,15 @@ class GraphRetriever(KernelRetriever):
         if self.params.scoring == "oasis" and keyword_rows.size == 0:
             return rows, scores  # oasis fuses only when the keyword search found something
         weight = self.params.seed_keyword_weight
-        fused = ranked(
-            reciprocal_rank_fusion(
-                [rows.tolist(), keyword_rows.tolist()],
-                [1.0 - weight, weight],
-                k=self.params.rrf_k,
-                normalize=True,
+        with span("seeds"):
+            fused = ranked(
+                reciprocal_rank_fusion(
+                    [rows.tolist(), keyword_rows.tolist()],
+                    [1.0 - weight, weight],
+                    k=self.params.rrf_k,
+                    normalize=True,
+                )
             )
-        )
         return (
             np.asarray([row for row, _ in fused], dtype=np.int64),
             np.asarray([score for _, score in fused], dtype=np.float64),

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.graph.params import GraphParams
+from retrievers.spans import lap, span
 from retrievers.store.edges import EdgeSet
 from retrievers.types import EdgeContext
 
@@ -117,9 +118,10 @@ class Walker:
         """The documents reached from the seeds (``seed_scores`` in the order of ``seed_rows``)."""
         if self.params.max_hops == 0 or seed_rows.size == 0:
             return Traversal(stats=empty_stats(seed_rows.size))
-        if self.params.scoring == "propagated":
-            return self._propagate(seed_rows, seed_scores)
-        return self._oasis(seed_rows)
+        with span("traverse"):  # a hop lap per hop that scans edges
+            if self.params.scoring == "propagated":
+                return self._propagate(seed_rows, seed_scores)
+            return self._oasis(seed_rows)
 
     # -- one hop's edges; a step of a path ---------------------------------------------------
     def _hop_edges(self, frontier: IntArray) -> tuple[IntArray, IntArray, IntArray, int]:
@@ -178,6 +180,7 @@ class Walker:
             expanding = np.flatnonzero(previous.expand)
             if expanding.size == 0:
                 break
+            lap("hop")
             positions, edge_ids, neighbours, hop_scanned = self._hop_edges(previous.nodes[expanding])
             scanned += hop_scanned
             followed += int(edge_ids.size)
@@ -291,6 +294,7 @@ class Walker:
         for hop in range(1, params.max_hops + 1):
             if frontier.size == 0:
                 break
+            lap("hop")
             ordered = np.sort(frontier)
             positions, edge_ids, neighbours, hop_scanned = self._hop_edges(ordered)
             scanned += hop_scanned

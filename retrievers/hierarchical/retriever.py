@@ -41,6 +41,7 @@ from retrievers.hierarchical.scoring import NodeReranker, Scope, TreeIndex
 from retrievers.hierarchical.traversal import Found, Traversal, traverse
 from retrievers.kernel import Candidates, KernelRetriever, check_query
 from retrievers.ranking import check_top_k
+from retrievers.spans import span
 from retrievers.store.tree import ContextTree
 
 __all__ = ["HierarchicalRetriever"]
@@ -55,6 +56,9 @@ class HierarchicalRetriever(KernelRetriever):
     ALGORITHM_VERSION = 2
     reranks_itself = True
     store_requires = ("hierarchy",)
+
+    def index_parts(self) -> tuple[str, ...]:
+        return super().index_parts() + (("bm25",) if self.params.leaf_keyword_weight > 0 else ())
 
     def setup(self) -> None:
         tree = self.store.tree
@@ -82,9 +86,10 @@ class HierarchicalRetriever(KernelRetriever):
     def _traverse(
         self, query: str, vector: npt.NDArray[np.float32], top_k: int, context_type: ContextType | None
     ) -> Traversal:
-        return traverse(
-            self.index, self.params, self.node_reranker, query, vector, top_k, self._scope(context_type)
-        )
+        with span("traverse"):  # a global lap, then a round lap per popped directory
+            return traverse(
+                self.index, self.params, self.node_reranker, query, vector, top_k, self._scope(context_type)
+            )
 
     def _provenance(self, found: Found) -> dict[str, Any]:
         provenance: dict[str, Any] = {

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from retrievers.index import ExactVectorIndex
 from retrievers.rerank import rerank_with_fallback
+from retrievers.spans import span
 from retrievers.store.tree import ContextTree
 from retrievers.types import Reranker, RetrievalResult
 
@@ -113,7 +114,8 @@ class TreeIndex:
         """Normalised BM25 scores of the leaves for ``query``: a leaf's store row's BM25 score
         divided by the best one among the leaves in ``scope`` (so in [0, 1]); 0 for every leaf
         when no leaf in scope matches a query term."""
-        raw = self.store.bm25.scores(query)
+        with span("bm25"):
+            raw = self.store.bm25.scores(query)
         if scope.row_mask is None:  # every row is a leaf in scope
             best = float(raw.max(initial=0.0))
         else:

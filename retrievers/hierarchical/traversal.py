@@ -41,6 +41,7 @@ from retrievers.hierarchical.params import HierarchicalParams
 from retrievers.hierarchical.scoring import NodeReranker, NodeScores, Scope, TreeIndex
 from retrievers.kernel import search_vectors
 from retrievers.ranking import top_k_1d
+from retrievers.spans import lap
 
 __all__ = ["Found", "Traversal", "TraversalStats", "traverse"]
 
@@ -186,6 +187,7 @@ def traverse(
         return values, reason
 
     # 1. Global search.
+    lap("global")
     start_nodes: list[int] = []
     if directory_levels:
         record_scores = index.record_index.scores(vector)
@@ -243,6 +245,7 @@ def traverse(
         item = heapq.heappop(heap)
         if item.node in visited:
             continue
+        lap("round")
         visited.add(item.node)
         stats.directories_popped += 1
         children = tree.children(item.node)

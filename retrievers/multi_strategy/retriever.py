@@ -74,6 +74,7 @@ from retrievers.multi_strategy.strategies import (
     StructuralStrategy,
     TemporalStrategy,
 )
+from retrievers.spans import span
 from retrievers.timeouts import run_concurrently
 
 __all__ = ["MultiStrategyRetriever", "Plan"]
@@ -91,6 +92,12 @@ class Plan:
     skipped: dict[str, str]
 
 
+def _in_span(name: str, search: Callable[[], list[Hits]]) -> list[Hits]:
+    """One strategy's search, recorded as a ``strategy`` span named ``name``."""
+    with span("strategy", name):
+        return search()
+
+
 class MultiStrategyRetriever(KernelRetriever):
     """Query analysis, concurrent strategies with time limits, consensus (or RRF) fusion; see
     the module docstring. ``embedder`` must be the store's when semantic or temporal is enabled
@@ -102,6 +109,15 @@ class MultiStrategyRetriever(KernelRetriever):
 
     def uses_embedder(self) -> bool:
         return any(name in self.params.strategies for name in VECTOR_STRATEGIES)
+
+    def index_parts(self) -> tuple[str, ...]:
+        chosen = self.params.strategies
+        keyword = "fulltext" in chosen and self.params.fulltext_scoring == "bm25"
+        return (
+            super().index_parts()
+            + (("bm25",) if keyword else ())
+            + (("timestamps",) if "temporal" in chosen else ())
+        )
 
     def setup(self) -> None:
         params = self.params
@@ -179,17 +195,20 @@ class MultiStrategyRetriever(KernelRetriever):
 
     def candidates(self, queries: Sequence[str], vectors: np.ndarray | None, depth: int) -> list[Candidates]:
         failure: str | None = getattr(self._encoding, "failure", None) if vectors is None else None
-        analyses = [self.analyzer.analyze(query) for query in queries]
-        plans = [self.plan(analysis) for analysis in analyses]
+        with span("analysis"):
+            analyses = [self.analyzer.analyze(query) for query in queries]
+            plans = [self.plan(analysis) for analysis in analyses]
         contexts = [
             QueryContext(analysis=analysis, vector=None if vectors is None else vectors[i])
             for i, analysis in enumerate(analyses)
         ]
-        outcomes = self._run(plans, contexts, max(depth, self.params.candidate_k), failure)
-        return [
-            self._fuse(analysis, plan, {name: found[i] for name, found in outcomes.items() if i in found})
-            for i, (analysis, plan) in enumerate(zip(analyses, plans, strict=True))
-        ]
+        with span("strategies"):  # a strategy span per strategy run, in its own thread
+            outcomes = self._run(plans, contexts, max(depth, self.params.candidate_k), failure)
+        with span("fusion"):
+            return [
+                self._fuse(analysis, plan, {name: found[i] for name, found in outcomes.items() if i in found})
+                for i, (analysis, plan) in enumerate(zip(analyses, plans, strict=True))
+            ]
 
     def _run(
         self, plans: list[Plan], contexts: list[QueryContext], depth: int, encode_failure: str | None
@@ -204,7 +223,8 @@ class MultiStrategyRetriever(KernelRetriever):
             if encode_failure is not None and name in VECTOR_STRATEGIES:
                 outcomes[name] = dict.fromkeys(indices, encode_failure)
                 continue
-            calls[name] = partial(self.strategies[name].search, [contexts[i] for i in indices], depth)
+            search = partial(self.strategies[name].search, [contexts[i] for i in indices], depth)
+            calls[name] = partial(_in_span, name, search)
         limits = {name: self.params.timeout_seconds * len(members[name]) for name in calls}
         for name, (found, failure) in run_concurrently(calls, limits).items():
             indices = members[name]

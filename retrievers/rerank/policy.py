@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from retrievers.params import is_number
+from retrievers.spans import span
 from retrievers.timeouts import call_with_timeout
 from retrievers.types import Reranker, RetrievalResult
 
@@ -57,9 +58,10 @@ def rerank_with_fallback(
         return incoming, "no candidate has text to rerank"
     sent_candidates = [candidates[i] for i in sent]
     sent_texts = [texts[i] for i in sent]
-    answer, failure = call_with_timeout(
-        lambda: reranker.rerank(query, sent_candidates, sent_texts), timeout_s
-    )
+    with span("rerank"):
+        answer, failure = call_with_timeout(
+            lambda: reranker.rerank(query, sent_candidates, sent_texts), timeout_s
+        )
     if failure is not None:
         return incoming, failure
     if answer is None:

@@ -14,6 +14,7 @@ of ``_target_`` objects in :mod:`viking_eval.config.objects`). Every problem is 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -76,6 +77,34 @@ class DatasetSettings(Params):
     download: str = param("auto", choices=("auto", "never"), doc="fetch a missing registry dataset")
 
 
+_OTLP_HTTP = "opentelemetry.exporter.otlp.proto.http"
+
+
+@dataclass(frozen=True)
+class OtelSettings(Params):
+    """``exporter``: where the latency queries' spans go as OpenTelemetry spans (``none``,
+    ``console``, ``otlp``; viking_eval/run/otel.py). The SDK is optional: a configured exporter
+    whose package is missing is refused before the run starts."""
+
+    SECTION = "run.latency.otel"
+
+    exporter: str = param("none", choices=("none", "console", "otlp"))
+
+    def check(self) -> None:
+        needed = {"console": ("opentelemetry.sdk",), "otlp": ("opentelemetry.sdk", _OTLP_HTTP)}
+        for module in needed.get(self.exporter, ()):
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ModuleNotFoundError:
+                found = False
+            if not found:
+                raise self.fail(
+                    "exporter",
+                    f"exporter={self.exporter!r} needs the Python module {module}, which is not installed "
+                    "(pip install -e '.[otel]')",
+                )
+
+
 @dataclass(frozen=True)
 class LatencySettings(Params):
     """Per-query latency on a seeded sample: ``n_queries`` (0 = skip), ``warmup`` queries run first
@@ -88,6 +117,7 @@ class LatencySettings(Params):
     warmup: int = param(10, low=0, high=1000)
     seed: int = param(0, low=0, high=2**32 - 1)
     blas_threads: int | None = param(1, low=1, high=256)
+    otel: OtelSettings = param(factory=OtelSettings)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from tabulate import tabulate
 from viking_eval.answers.names import answer_metric_names
 from viking_eval.answers.report import answer_lines
 from viking_eval.measures.metrics import deeper_than_run, depth_label, depth_note
+from viking_eval.report.stages import stages_markdown
 from viking_eval.run import ann_quality
 
 if TYPE_CHECKING:
@@ -195,6 +196,8 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
             disable_numparse=True,
         )
     )
+    stage_lines = stages_markdown(summary.results)
+    lines += ["", *stage_lines] if stage_lines else []
     group_metrics = [m.name for m in settings.metrics] + answer_metric_names(summary.results)
     group_rows = [
         [
@@ -245,7 +248,7 @@ def report_markdown(summary: RunSummary, settings: Settings, environment: dict[s
         *ann_quality.store_lines(summary.results, environment),
         "",
         "Files: `metrics.json`, `metrics.csv`, `per_query.csv`, `significance.csv`, `latency.json`, "
-        "`runs/*.trec`, `environment.json`, `config.yaml`, `report.html`.",
+        "`spans/*.csv`, `runs/*.trec`, `environment.json`, `config.yaml`, `report.html`.",
         "",
     ]
     return "\n".join(lines)

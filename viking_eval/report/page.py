@@ -34,6 +34,7 @@ from viking_eval.report.html_parts import (
 )
 from viking_eval.report.markdown import latency_note, stats_text
 from viking_eval.report.plots import differences_figure, latency_figure, win_tie_loss_figure
+from viking_eval.report.stages import memory_table_html, stages_figure, stages_table_html
 from viking_eval.results.layout import REPORTED_FILES
 
 if TYPE_CHECKING:
@@ -178,6 +179,29 @@ def _latency_split_table(results: Sequence[RetrieverResult]) -> str:
     )
 
 
+def _stages_section(results: Sequence[RetrieverResult]) -> str:
+    """Where the time goes: the stacked bar per retriever, the stage table, memory (report/stages.py)."""
+    figure = stages_figure(results)
+    if figure is None:
+        return ""
+    return "".join(
+        [
+            '<section id="where-the-time-goes"><h2>Where the time goes</h2>',
+            figure_html(
+                png_data_uri(figure),
+                "mean ms per query by stage, a stacked bar per retriever",
+                "Each bar: the retriever's top-level stages' mean ms per timed query, <code>other</code> "
+                "the rest of its mean total; every span is in <code>spans/&lt;retriever&gt;.csv</code>.",
+            ),
+            stages_table_html(results),
+            memory_table_html(results),
+            '<p class="note">Index MB: the store parts the retriever reads and what it built for '
+            "itself; RSS growth: how far the process's resident set rose above its level before the "
+            "retriever's timed queries (the peak RSS below is the whole process's).</p></section>",
+        ]
+    )
+
+
 def _groups_table(summary: RunSummary, settings: Settings) -> str:
     names = [metric.name for metric in settings.metrics]
     rows = [
@@ -284,6 +308,7 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
     else:
         body.append('<p class="note">No per-query latency samples (run.latency.n_queries = 0).</p>')
     body.append("</section>")
+    body.append(_stages_section(summary.results))
     body.append(_groups_table(summary, settings))
     stats = [result for result in summary.results if result.stats]
     if stats:  # what each retriever says about its work, e.g. a run file's unknown ids

@@ -14,6 +14,7 @@ from __future__ import annotations
 CONFIG = "config.yaml"
 ENVIRONMENT = "environment.json"
 RUNS = "runs"  # runs/<retriever>.trec
+SPANS = "spans"  # spans/<retriever>.csv: the latency queries' stage spans, one row each
 MARKERS = "results"  # results/<retriever>.json: the retriever is finished
 METRICS = "metrics.json"
 METRICS_CSV = "metrics.csv"
@@ -33,6 +34,7 @@ REPORTED_FILES = (
     PER_QUERY,
     SIGNIFICANCE,
     LATENCY,
+    f"{SPANS}/*.csv",
     f"{RUNS}/*.trec",
     ENVIRONMENT,
     CONFIG,

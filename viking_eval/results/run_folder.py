@@ -100,6 +100,11 @@ def marker_path(folder: Path, name: str) -> Path:
     return folder / layout.MARKERS / f"{name}.json"
 
 
+def write_spans(folder: Path, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """``spans/<name>.csv``: one row per recorded span of the latency queries (viking_eval/run/stages.py)."""
+    files.write_text(folder / layout.SPANS / f"{name}.csv", csv_text(columns, rows))
+
+
 def write_finished(folder: Path, result: RetrieverResult, key: ResumeKey, cost_seconds: float) -> None:
     """The marker that ``result`` is finished: written last, after its run file."""
     files.write_json(
@@ -149,9 +154,13 @@ def metrics_document(summary: RunSummary) -> dict[str, Any]:
         "retrievers": {
             result.name: {
                 "metrics": result.metrics,
-                # the per-query samples stay in latency.json
+                # the per-query samples and the stages stay in latency.json
                 "latency": (
-                    {key: value for key, value in result.latency.items() if key != "samples_ms"}
+                    {
+                        key: value
+                        for key, value in result.latency.items()
+                        if key not in ("samples_ms", "stages")
+                    }
                     if result.latency
                     else result.latency
                 ),

@@ -29,6 +29,8 @@ from viking_eval.run.cached_embedder import CachedEmbedder
 from viking_eval.run.contract import check_batch, check_results
 from viking_eval.run.inputs import build_retriever, dataset_queries, wants_queries
 from viking_eval.run.latency import measure_latency
+from viking_eval.run.otel import export_spans, span_exporter
+from viking_eval.run.stages import SPAN_COLUMNS, span_rows
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +223,12 @@ def evaluate_retriever(
         label=name,
         show_progress=settings.show_progress,
     )
+    if report is not None:
+        if output_dir is not None:
+            run_folder.write_spans(output_dir, name, SPAN_COLUMNS, span_rows(report.queries))
+        exporter = span_exporter(latency_settings.otel.exporter)
+        if exporter is not None:
+            export_spans(exporter, name, report.queries)
     return RetrieverResult(
         name=name,
         metrics={**evaluation.aggregate, **ann.metrics()},

@@ -1,4 +1,4 @@
-"""Latency of one query at a time, split into query encoding and search.
+"""Latency of one query at a time, split into query encoding and search, and into stages.
 
 The sample is drawn with a seeded RNG; ``warmup`` queries run first untimed (model and caches
 warm). Encoding time is measured by wrapping the embedder, so the split works for any retriever
@@ -17,6 +17,12 @@ SciFact query in 300-1,200 ms with two torch threads, whose every small operatio
 descheduled partner, and in 46 ms with one -- the warm quickstart took 45-76 s instead of seconds.
 It applies to OpenMP threads as well (faiss's, for an ANN store: retrievers/index/ann.py).
 ``blas_threads: null`` leaves them all as the process has them.
+
+Stages: every timed query runs inside a span recording (retrievers/spans.py); its spans are kept
+(``LatencyReport.queries``: the spans files) and summed per stage (viking_eval/run/stages.py:
+``stages``). Memory: ``index_bytes`` per store part the retriever reads and ``rss_growth_mb``,
+how far the resident set rose above its level before the warm-up while the queries ran
+(viking_eval/run/memory.py).
 """
 
 from __future__ import annotations
@@ -25,14 +31,17 @@ import sys
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
-from typing import TypeVar
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from retrievers.spans import recording
 from retrievers.types import Embedder, EncodeKind, Retriever
 from viking_eval.progress import progress_bar
+from viking_eval.run.memory import index_bytes, rss_bytes
+from viking_eval.run.stages import QuerySpans, StageSummary, summarize
 
 T = TypeVar("T")
 
@@ -75,9 +84,15 @@ class LatencyReport:
     blas_threads: int | None = None  # BLAS threads while timing one query at a time (None: as they were)
     # each timed query's total ms, in sample order: the distribution plots of report.html
     samples_ms: tuple[float, ...] = ()
+    stages: tuple[StageSummary, ...] = ()  # per-stage time (viking_eval/run/stages.py)
+    index_bytes: dict[str, int] = field(default_factory=dict)  # per store part read, own, total
+    rss_growth_mb: float = 0.0  # resident set's rise above its pre-warm-up level during the queries
+    queries: tuple[QuerySpans, ...] = ()  # each timed query's spans: the spans files, not latency.json
 
-    def as_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+    def as_dict(self) -> dict[str, Any]:
+        values = {key: value for key, value in asdict(self).items() if key != "queries"}
+        values["stages"] = [stage.as_dict() for stage in self.stages]
+        return values
 
 
 class _TorchThreads:
@@ -158,23 +173,32 @@ def measure_latency(
             retrievers[scope] = make_retriever(timed, scope)
     totals: list[float] = []
     encodes: list[float] = []
+    recorded: list[QuerySpans] = []
     warm = sample[:warmup]
     desc = f"timing {label + ': ' if label else ''}{len(sample):,} queries"
     if warm:
         desc += f" (+{len(warm)} warm-up)"
     bar = progress_bar(total=len(warm) + len(sample), desc=desc, unit="q", show=show_progress)
+    rss_before = rss_peak = rss_bytes()
     with _threads(blas_threads) as torch_threads, bar:
         for text, scope in warm:
             torch_threads.apply()
             retrievers[scope].retrieve(text, top_k)
+            rss_peak = max(rss_peak, rss_bytes())
             bar.update()
-        for text, scope in sample:
+        for position, (text, scope) in enumerate(sample):
             torch_threads.apply()
             timed.elapsed = 0.0
-            start = time.perf_counter()
-            retrievers[scope].retrieve(text, top_k)
-            totals.append(time.perf_counter() - start)
+            with recording() as recorder:
+                start = time.perf_counter()
+                retrievers[scope].retrieve(text, top_k)
+                end = time.perf_counter()
+            totals.append(end - start)
             encodes.append(timed.elapsed)
+            # spans read perf_counter_ns: the same clock in nanoseconds
+            bounds = round(start * 1e9), round(end * 1e9)
+            recorded.append(QuerySpans(position, *bounds, recorder.epoch_offset_ns, recorder.spans))
+            rss_peak = max(rss_peak, rss_bytes())
             bar.update()
     searches = [total - encode for total, encode in zip(totals, encodes, strict=True)]
     by_scope: dict[Hashable, list[str]] = {}
@@ -201,4 +225,8 @@ def measure_latency(
         batch_qps=len(sample) / max(batch_seconds, 1e-12),
         blas_threads=blas_threads,
         samples_ms=tuple(round(total * 1000.0, 6) for total in totals),
+        stages=summarize(recorded),
+        index_bytes=index_bytes(next(iter(retrievers.values()))),
+        rss_growth_mb=round((rss_peak - rss_before) / 2**20, 3),
+        queries=tuple(recorded),
     )
