@@ -21,7 +21,7 @@ import pytest
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "viking_eval_numba_cache"))
 
-from retrievers.fusion import METHODS, SUPERVISED, fuse_legs, fuse_runs, train  # noqa: E402
+from retrievers.fusion import METHODS, SUPERVISED, fuse_legs, fuse_runs, train
 
 Run = dict[str, dict[str, float]]
 
@@ -52,7 +52,9 @@ def _qrels(folder: Path) -> dict[str, dict[str, int]]:
 
 
 @pytest.fixture(scope="module", params=["adi", "medline"])
-def legs(request: pytest.FixtureRequest, shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Run], dict[str, dict[str, int]]]:
+def legs(
+    request: pytest.FixtureRequest, shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[Run], dict[str, dict[str, int]]]:
     """BM25 and TF-IDF dense runs of one collection (the project's retrievers, via the harness)."""
     from viking_eval import evaluate
 
@@ -89,7 +91,9 @@ def _assert_same(ours: Run, theirs: Run, label: str) -> None:
     for query_id, docs in theirs.items():
         assert set(ours[query_id]) == set(docs), f"{label}: query {query_id} documents"
         for doc, value in docs.items():
-            assert ours[query_id][doc] == pytest.approx(value, rel=1e-9, abs=1e-9), f"{label}: {query_id} {doc}"
+            assert ours[query_id][doc] == pytest.approx(value, rel=1e-9, abs=1e-9), (
+                f"{label}: {query_id} {doc}"
+            )
 
 
 UNSUPERVISED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
@@ -116,7 +120,9 @@ UNSUPERVISED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 
 @pytest.mark.slow
 @pytest.mark.needs_data
-def test_every_method_and_normalisation_equals_ranx(legs: tuple[list[Run], dict[str, dict[str, int]]]) -> None:
+def test_every_method_and_normalisation_equals_ranx(
+    legs: tuple[list[Run], dict[str, dict[str, int]]],
+) -> None:
     runs, qrels = legs
     for method, ours, theirs in UNSUPERVISED:
         _assert_same(fuse_runs(runs, method, **ours), _ranx(runs, method, "min-max", theirs), method)
@@ -151,7 +157,9 @@ def test_every_method_and_normalisation_equals_ranx(legs: tuple[list[Run], dict[
     for method, (key, stats, params) in learned.items():
         model = train(method, training, training_qrels, params=params)
         assert model is not None
-        reference = [[float(v)] for v in stats] if method == "mapfuse" else [list(map(float, s)) for s in stats]
+        reference = (
+            [[float(v)] for v in stats] if method == "mapfuse" else [list(map(float, s)) for s in stats]
+        )
         for ours_leg, their_leg in zip(model, reference, strict=True):
             assert list(ours_leg) == pytest.approx(their_leg, rel=1e-9, abs=1e-12), method
         extra = {"w": 3} if method == "slidefuse" else {}
@@ -164,9 +172,7 @@ def test_condorcet_equals_ranx_where_the_majority_orders_every_pair() -> None:
     base = [f"d{i}" for i in range(8)]
     swapped_12 = [base[0], base[2], base[1], *base[3:]]
     swapped_56 = [*base[:5], base[6], base[5], base[7]]
-    runs = [
-        {"q": {doc: 10.0 - i for i, doc in enumerate(order)}} for order in (base, swapped_12, swapped_56)
-    ]
+    runs = [{"q": {doc: 10.0 - i for i, doc in enumerate(order)}} for order in (base, swapped_12, swapped_56)]
     expected = {doc: float(8 - i) for i, doc in enumerate(base)}
     assert fuse_runs(runs, "condorcet") == {"q": expected}
     _assert_same(fuse_runs(runs, "condorcet"), _ranx(runs, "condorcet", "min-max", {}), "condorcet")
@@ -200,12 +206,18 @@ def test_hand_computed_values() -> None:
     ("options", "message"),
     [
         ({"method": "borda"}, r"fusion method must be one of sum, wsum, .*, got 'borda'"),
-        ({"method": "sum", "norm": "l2"}, r"normalisation must be one of min-max, max, sum, zmuv, rank, borda, none"),
+        (
+            {"method": "sum", "norm": "l2"},
+            r"normalisation must be one of min-max, max, sum, zmuv, rank, borda, none",
+        ),
         ({"method": "wsum", "weights": [1.0]}, r"got 1 weights for 2 runs"),
         ({"method": "sum", "weights": [1.0, 1.0]}, r"sum takes no weights"),
         ({"method": "rrf", "params": {"phi": 0.5}}, r"rrf has no parameter 'phi' \(its parameters: k\)"),
         ({"method": "posfuse"}, r"posfuse is supervised: give the model train\(\) learned"),
-        ({"method": "max", "missing": "floor"}, r"missing='floor' applies to sum, wsum, mnz, wmnz, gmnz, not max"),
+        (
+            {"method": "max", "missing": "floor"},
+            r"missing='floor' applies to sum, wsum, mnz, wmnz, gmnz, not max",
+        ),
     ],
 )
 def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:

@@ -114,7 +114,9 @@ def check_options(
     if missing not in MISSING:
         raise ValueError(f"missing must be one of {', '.join(MISSING)}, got {missing!r}")
     if missing != "zero" and not spec.uses_missing:
-        raise ValueError(f"missing={missing!r} applies to {', '.join(m for m in METHODS if METHODS[m].uses_missing)}, not {method}")
+        raise ValueError(
+            f"missing={missing!r} applies to {', '.join(m for m in METHODS if METHODS[m].uses_missing)}, not {method}"
+        )
     if n_legs < 1:
         raise ValueError("fusion needs at least one run")
     if weights is None:

@@ -21,6 +21,7 @@ returned nothing for is an empty hit list.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -94,8 +95,10 @@ def mean_average_precision(rankings: Mapping[str, Ranking], qrels: Qrels) -> flo
 
 def bayes_log_odds(lists: Sequence[Sequence[float]]) -> tuple[float, ...]:
     odds = [0.0] * BAYES_CUTS[-1]
-    for start, end in zip(BAYES_CUTS, BAYES_CUTS[1:], strict=False):
-        precision = math.fsum(math.fsum(hits[start:end]) / (end - start) for hits in lists) / max(len(lists), 1)
+    for start, end in itertools.pairwise(BAYES_CUTS):
+        precision = math.fsum(math.fsum(hits[start:end]) / (end - start) for hits in lists) / max(
+            len(lists), 1
+        )
         positive = precision if precision != 0 else 0.001
         negative = 1 - positive if 1 - positive != 0 else 0.001
         odds[start:end] = [math.log(positive / negative)] * (end - start)
