@@ -235,3 +235,32 @@ def test_every_method_is_listed_with_a_function() -> None:
         weights = [0.5, 0.5] if spec.weighted else None
         fused = fuse_runs(runs, name, weights=weights, model=model)
         assert set(fused["q"]) == {"a", "b", "c"}, name
+
+
+@pytest.mark.needs_data
+def test_the_hybrid_fuses_with_a_named_method(shared_datasets: Path) -> None:
+    from retrievers import HybridRetriever, StoreConfig, TfidfEmbedder
+    from retrievers.builders import build_store
+    from viking_eval.data import load_dataset
+
+    dataset = load_dataset(str(shared_datasets / "adi"), "test")
+    embedder = TfidfEmbedder(dim=64, seed=0).fit([doc.full_text for doc in dataset.corpus.values()])
+    store = build_store(list(dataset.corpus.values()), embedder, StoreConfig())
+    queries = [query.text for query in dataset.queries.values()]
+    default = HybridRetriever(store, embedder).retrieve_batch(queries, 10)
+    # the named rrf with the legs' weights is today's weighted RRF, bit for bit
+    named = HybridRetriever(store, embedder, fusion_method="rrf").retrieve_batch(queries, 10)
+    assert [[(r.doc_id, r.score) for r in rs] for rs in named] == [
+        [(r.doc_id, r.score) for r in rs] for rs in default
+    ]
+    isr = HybridRetriever(store, embedder, fusion_method="isr", overfetch_multiplier=1).retrieve_batch(
+        queries, 10
+    )
+    assert isr[0][0].provenance["fusion"] == "isr"
+    assert [[r.doc_id for r in rs] for rs in isr] != [[r.doc_id for r in rs] for rs in default]
+    # isr from the legs each result records (rank of each leg), by hand
+    for results in isr:
+        for result in results:
+            legs = result.provenance["legs"]
+            total = sum(1 / (leg["rank"] + 1) ** 2 for leg in legs.values())
+            assert result.score == pytest.approx(total * len(legs))

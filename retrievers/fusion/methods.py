@@ -142,15 +142,23 @@ def _by_position(value: Callable[[int, int, float, Mapping[str, Any]], float]) -
 
     def fuse(legs: Sequence[Leg[Any]], weights: Sequence[float], p: Mapping[str, Any]) -> Scores:
         return {
-            item: math.fsum(weights[leg] * value(leg, position, score, p) for leg, position, score in hits)
+            item: sum(weights[leg] * value(leg, position, score, p) for leg, position, score in hits)
             for item, hits in _found(legs).items()
         }
 
     return fuse
 
 
-#: RRF: ``sum_i w_i / (k + r_i(d) + 1)`` (weights 1 unless given: the hybrid's weighted RRF)
-rrf = _by_position(lambda leg, r, s, p: 1.0 / (p["k"] + r + 1))
+def rrf(legs: Sequence[Leg[Any]], weights: Sequence[float], p: Mapping[str, Any]) -> Scores:
+    """RRF: ``sum_i w_i / (k + r_i(d) + 1)`` (weights 1 unless given), computed as
+    :func:`retrievers.fusion.reciprocal_rank_fusion` does, so the hybrid's weighted RRF is
+    reproduced bit for bit."""
+    return {
+        item: sum(weights[leg] / (p["k"] + position + 1) for leg, position, _ in hits)
+        for item, hits in _found(legs).items()
+    }
+
+
 #: RBC: ``sum_i (1 - phi) phi^r_i(d)`` (rank-biased centroid)
 rbc = _by_position(lambda leg, r, s, p: (1.0 - p["phi"]) * p["phi"] ** r)
 #: PosFuse: ``sum_i P_i(r_i(d))``, ``P_i(r)`` the share of training queries whose result at ``r``
