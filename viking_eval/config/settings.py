@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
+from viking_eval.config.fuse_settings import FuseSettings
 from viking_eval.measures.metrics import Metric, MetricError, parse_metrics
 from viking_eval.measures.significance import SignificanceSettings
 
@@ -187,6 +188,7 @@ class ConfigFile(Params):
     sweep: SweepSettings = param(factory=SweepSettings)
     gate: GateSettings = param(factory=GateSettings)
     benchmark: BenchmarkSettings = param(factory=BenchmarkSettings)
+    fuse: FuseSettings = param(factory=FuseSettings)
     cache_dir: str | None = param(None, doc="null = VIKING_EVAL_CACHE or ~/.cache/viking_eval")
     show_progress: bool | None = param(None, doc="null = progress bars only on a terminal")
 
@@ -215,3 +217,4 @@ class Settings:
     gate: GateSettings = field(default_factory=GateSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
     benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
+    fuse: FuseSettings = field(default_factory=FuseSettings)
