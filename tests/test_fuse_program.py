@@ -68,14 +68,22 @@ def adi_legs(tmp_path_factory: pytest.TempPathFactory, shared_datasets: Path) ->
     return folder
 
 
+def _settings(legs: Path, *options: str):  # type: ignore[no-untyped-def]
+    from tests.conftest import compose_settings
+
+    runs = f"fuse.runs=[{legs}/runs/bm25.trec,{legs}/runs/dense.trec]"
+    return compose_settings("experiment=fuse", runs, *options)
+
+
 @pytest.mark.needs_data
 def test_fuse_program_tunes_on_one_half_and_reports_on_the_other(
-    adi_legs: Path, data_env: Path, tmp_path: Path
+    adi_legs: Path, data_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    runs = f"fuse.runs=[{adi_legs}/runs/bm25.trec,{adi_legs}/runs/dense.trec]"
+    from viking_eval.fuse.program import fuse_program
+
     out = tmp_path / "fused"
-    done = run_cli("experiment=fuse", f"hydra.run.dir={out}", runs, "fuse.method=wsum", "fuse.optimise=grid")
-    assert done.returncode == 0, done.stderr
+    assert fuse_program(_settings(adi_legs, "fuse.method=wsum", "fuse.optimise=grid"), out) == 0
+    assert "fusion wsum (min-max; weights=" in capsys.readouterr().out
     result = json.loads((out / "fuse.json").read_text())
     assert result["tuning"]["queries"] == "test[tune half]" and result["tuning"]["candidates"] == 11
     assert result["reported"]["queries"] == "test[holdout half]"
@@ -92,20 +100,17 @@ def test_fuse_program_tunes_on_one_half_and_reports_on_the_other(
             q, _, doc, _, score, _ = line.split()
             run.setdefault(q, {})[doc] = float(score)
         legs.append(run)
-    nDCG = parse_metrics(["nDCG@10"])
+    ndcg = parse_metrics(["nDCG@10"])
+    tuning = [{q: r[q] for q in tune.qrels if q in r} for r in legs]
     on_tune = [
-        evaluate(
-            fuse_runs([{q: r[q] for q in tune.qrels if q in r} for r in legs], "wsum", weights=w),
-            tune.qrels,
-            nDCG,
-        ).aggregate["nDCG@10"]
+        evaluate(fuse_runs(tuning, "wsum", weights=w), tune.qrels, ndcg).aggregate["nDCG@10"]
         for w in weight_grid(2, 0.1)
     ]
     assert result["tuning"]["value"] == pytest.approx(max(on_tune))
     chosen = tuple(result["weights"])
     assert on_tune[weight_grid(2, 0.1).index(chosen)] == max(on_tune)
     held = [{q: r[q] for q in report.qrels if q in r} for r in legs]
-    expected = evaluate(fuse_runs(held, "wsum", weights=chosen), report.qrels, nDCG).aggregate["nDCG@10"]
+    expected = evaluate(fuse_runs(held, "wsum", weights=chosen), report.qrels, ndcg).aggregate["nDCG@10"]
     assert result["metrics"]["fused:wsum"]["nDCG@10"] == pytest.approx(expected)
     assert (out / "runs" / "fused.trec").read_text().count("\n") > 0
 
@@ -114,26 +119,40 @@ def test_fuse_program_tunes_on_one_half_and_reports_on_the_other(
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        (["fuse.method=borda"], "error: fuse.method: must be one of ['sum', 'wsum'"),
-        (["fuse.method=wsum", "fuse.weights=[1.0]"], "error: fuse.weights: got 1 weights for 2 runs"),
+        (["fuse.method=borda"], "fuse.method: must be one of ['sum', 'wsum'"),
         (
-            ["dataset=cisi"],
-            "is a run of dataset 'adi' (its run folder's config.yaml), and this fusion is over 'cisi'",
+            ["fuse.norm=l2"],
+            "fuse.norm: must be one of ['min-max', 'max', 'sum', 'zmuv', 'rank', 'borda', 'none']",
         ),
+        (["fuse.method=wsum", "fuse.weights=[1.0]"], "fuse.weights: got 1 weights for 2 runs"),
+        (["fuse.method=rrf", "+fuse.params.phi=0.5"], "fuse.params: rrf has no parameter 'phi'"),
     ],
 )
-def test_bad_fusions_are_one_line_exit_2(
-    adi_legs: Path, data_env: Path, tmp_path: Path, options: list[str], says: str
+def test_bad_options_are_refused_before_any_file_is_read(
+    adi_legs: Path, options: list[str], says: str
 ) -> None:
-    runs = f"fuse.runs=[{adi_legs}/runs/bm25.trec,{adi_legs}/runs/dense.trec]"
-    done = run_cli("experiment=fuse", f"hydra.run.dir={tmp_path}", runs, *options)
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and says in lines[0], done.stderr
+    from viking_eval.config.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        _settings(adi_legs, *options)
+    assert says in raised.value.line()
 
 
 @pytest.mark.needs_data
-def test_a_run_ranking_documents_of_another_corpus_names_file_and_line(
+def test_a_run_of_another_dataset_is_refused(adi_legs: Path, data_env: Path, tmp_path: Path) -> None:
+    from viking_eval.config.errors import ConfigError
+    from viking_eval.fuse.program import fuse_program
+
+    with pytest.raises(ConfigError) as raised:
+        fuse_program(_settings(adi_legs, "dataset=cisi"), tmp_path)
+    assert raised.value.line() == (
+        f"fuse.runs[0]: {adi_legs}/runs/bm25.trec is a run of dataset 'adi' (its run folder's "
+        "config.yaml), and this fusion is over 'cisi': fuse runs of one dataset, or set dataset=adi"
+    )
+
+
+@pytest.mark.needs_data
+def test_a_run_ranking_documents_of_another_corpus_is_one_line_exit_2(
     adi_legs: Path, data_env: Path, tmp_path: Path
 ) -> None:
     other = tmp_path / "other.trec"
