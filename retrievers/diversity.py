@@ -33,7 +33,8 @@ def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float64]:
     if rows.ndim != 2:
         raise ValueError(f"vectors must be 2-D (documents x dimensions), got shape {rows.shape}")
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    unit: npt.NDArray[np.float64] = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    return unit
 
 
 def mmr_order(

@@ -18,8 +18,8 @@ sum, zmuv), where :func:`retrievers.fusion.normalize_scores` gives 1.0 (min-max)
   metasearch: rank vs. score based rank aggregation methods", SAC 2003).
 * ``none``: the raw scores.
 
-After normalisation a leg is put in the ranking order again (only ``borda`` can change it: the
-items it adds, tied, go after the leg's own by item).
+After normalisation a leg is put in the ranking order again (score descending, item ascending; only
+``borda`` can change it: the items it adds, tied, go after the leg's own by item).
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import TypeVar
-
-from retrievers.ranking import pair_key
 
 __all__ = ["NORMS", "Leg", "normalise_legs"]
 
@@ -85,5 +83,5 @@ def normalise_legs(legs: Sequence[Leg[Item]], norm: str) -> list[Leg[Item]]:
         own = {item: 1.0 - i / count for i, (item, _) in enumerate(leg)}
         unranked = 0.5 - (len(leg) - 1) / (2 * count) if count else 0.0
         scored = {item: own.get(item, unranked) for item in candidates}
-        out.append(sorted(scored.items(), key=pair_key))
+        out.append(sorted(scored.items(), key=lambda pair: (-pair[1], pair[0])))
     return out
