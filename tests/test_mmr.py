@@ -91,3 +91,32 @@ def test_redundancy_is_the_mean_pairwise_cosine() -> None:
     # pairs: (0,1) 1, (0,2) 0, (1,2) 0
     assert redundancy(vectors) == pytest.approx(1 / 3)
     assert redundancy([[1.0, 0.0]]) == 0.0
+
+
+def test_run_redundancy_is_the_mean_over_queries_of_each_top_k(store) -> None:  # type: ignore[no-untyped-def]
+    from retrievers.types import RetrievalResult
+    from viking_eval.run.redundancy import Redundancy
+
+    retriever = DenseRetriever(store, TableEmbedder())
+    collected = Redundancy("dense", 2)
+    collected.add(retriever, [RetrievalResult(doc_id="a", score=2.0), RetrievalResult(doc_id="b", score=1.0)])
+    collected.add(retriever, [RetrievalResult(doc_id="a", score=2.0), RetrievalResult(doc_id="d", score=1.0)])
+    collected.add(retriever, [RetrievalResult(doc_id="c", score=1.0)])  # one result: 0
+    cos_ab = 0.99 / float(np.linalg.norm(VECTORS["bravo"]))
+    assert collected.metrics() == {"redundancy@2": pytest.approx((cos_ab + 0.0 + 0.0) / 3)}
+    assert Redundancy("dense", None).metrics() == {}
+
+
+@pytest.mark.needs_data
+def test_redundancy_is_reported_with_the_metrics_when_asked(data_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from tests.conftest import run_cli
+
+    done = run_cli(
+        "experiment=smoke", f"hydra.run.dir={tmp_path}", "run.latency.n_queries=0", "run.redundancy=5"
+    )
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    for name in ("bm25", "dense"):  # both searched a store with TF-IDF vectors
+        assert 0.0 < metrics["retrievers"][name]["metrics"]["redundancy@5"] < 1.0

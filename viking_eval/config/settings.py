@@ -106,6 +106,9 @@ class RunSettings(Params):
     resume: bool = param(True)
     baseline: str | None = param(None, non_empty=True)
     significance: SignificanceSettings = param(factory=SignificanceSettings)
+    redundancy: int | None = param(
+        None, low=1, high=10_000, doc="report redundancy@k (mean pairwise cosine of the top k); null = off"
+    )
 
     def check(self) -> None:
         try:

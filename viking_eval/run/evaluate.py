@@ -29,6 +29,7 @@ from viking_eval.run.cached_embedder import CachedEmbedder
 from viking_eval.run.contract import check_batch, check_results
 from viking_eval.run.inputs import build_retriever, dataset_queries, wants_queries
 from viking_eval.run.latency import measure_latency
+from viking_eval.run.redundancy import Redundancy
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,7 @@ def evaluate_retriever(
     run: dict[str, list[RetrievalResult]] = {}
     batch = settings.run.batch_size
     ann = AnnQuality(settings.run.top_k)  # ann_recall@10, @top_k over an ANN index (ann_quality.py)
+    diversity = Redundancy(name, settings.run.redundancy)  # redundancy@k when asked (redundancy.py)
     start = time.perf_counter()
     with progress_bar(
         total=len(scopes),
@@ -192,6 +194,7 @@ def evaluate_retriever(
                     # the contract (viking_eval/run/contract.py): <= top_k RetrievalResults, unique
                     # known doc ids, finite scores; a breach is one RetrieverContractError
                     run[query_id] = check_results(name, query_id, results, known, settings.run.top_k)
+                    diversity.add(retriever, run[query_id])
                 bar.update(len(chunk_ids))
                 ann.add(retriever, texts)  # not part of run_seconds
     run_seconds = time.perf_counter() - start - ann.seconds
@@ -223,7 +226,7 @@ def evaluate_retriever(
     )
     return RetrieverResult(
         name=name,
-        metrics={**evaluation.aggregate, **ann.metrics()},
+        metrics={**evaluation.aggregate, **ann.metrics(), **diversity.metrics()},
         per_query=evaluation.per_query,
         latency=report.as_dict() if report else None,
         n_queries=evaluation.n_queries,
