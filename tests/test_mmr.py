@@ -113,6 +113,9 @@ def test_redundancy_is_reported_with_the_metrics_when_asked(data_env, tmp_path) 
 
     from tests.conftest import run_cli
 
+    first = run_cli("experiment=smoke", f"hydra.run.dir={tmp_path}", "run.latency.n_queries=0")
+    assert first.returncode == 0, first.stderr
+    # the same folder again, now asking for redundancy: the finished results must not be resumed
     done = run_cli(
         "experiment=smoke", f"hydra.run.dir={tmp_path}", "run.latency.n_queries=0", "run.redundancy=5"
     )
