@@ -19,7 +19,11 @@ For each query (``retrieve_batch`` does each step for a block of queries at once
      ``k + 1`` so that a document first in both legs scores 1.0;
    * ``convex``: ``(1 - w) * n_v(d) + w * n_k(d)`` over min-max or z-score normalised scores;
    * ``combsum`` / ``combmnz``: weighted CombSUM (= ``convex`` with these weights) and CombMNZ
-     (times the number of legs that returned ``d``).
+     (times the number of legs that returned ``d``);
+   * ``fusion_method`` (null by default) names any unsupervised method of
+     :data:`retrievers.fusion.METHODS` (ranx's: isr, bordafuse, condorcet, rbc, mnz, ...) after the
+     normalisation ``fusion_norm``; it replaces ``fusion``. Weighted methods get the legs' weights
+     above, rrf gets ``rrf_k``; the others ignore the weights (a leg of weight 0 is still not run).
 3. Parent-child resolution (chunked stores): each chunk is replaced by its document with the
    chunk's fused score; a document keeps its best chunk. Results are always documents.
 4. The kernel's rerank hook (:mod:`retrievers.kernel`): an optional reranker re-scores the best
@@ -63,6 +67,8 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.fusion import (
+    METHODS,
+    NORMS,
     ContextParams,
     Normalization,
     comb_mnz,
@@ -70,6 +76,7 @@ from retrievers.fusion import (
     context_fusion,
     context_graph,
     convex_combination,
+    fuse_legs,
     reciprocal_rank_fusion,
 )
 from retrievers.kernel import Candidates, KernelRetriever, RetrieverParams
@@ -101,6 +108,12 @@ class HybridParams(ContextParams, RetrieverParams):
     rrf_k: int = param(60, low=1, high=1_000_000, doc="RRF's k (Cormack et al. 2009)")
     normalize: bool = param(False, doc="rrf: multiply by rrf_k + 1, so first in both legs scores 1.0")
     normalization: Literal["minmax", "zscore"] = param("minmax", doc="score fusions: per leg")
+    fusion_method: str | None = param(
+        None,
+        choices=tuple(name for name, method in METHODS.items() if not method.supervised),
+        doc="a fusion method of retrievers.fusion.METHODS replacing fusion (docs/fusion.md); null = fusion",
+    )
+    fusion_norm: str = param("min-max", choices=NORMS, doc="fusion_method: each leg's normalisation")
     overfetch_multiplier: int = param(3, low=1, high=1000, doc="each leg fetches top_k times this many")
     min_score: float | None = param(None, doc="drop final results scoring below this; null = off")
     parallel: bool = param(True, doc="run the two legs in two threads")
@@ -238,6 +251,19 @@ class HybridRetriever(KernelRetriever):
     def _fuse(self, legs: list[tuple[str, float, LegHits]]) -> dict[int, float]:
         weights = [weight for _, weight, _ in legs]
         rows = [hits[1].tolist() for _, _, hits in legs]
+        method = self.params.fusion_method
+        if method is not None:
+            pairs = [
+                list(zip(r, hits[0].tolist(), strict=True))
+                for r, (_, _, hits) in zip(rows, legs, strict=True)
+            ]
+            return fuse_legs(
+                pairs,
+                method,
+                norm=self.params.fusion_norm,
+                weights=weights if METHODS[method].weighted else None,
+                params={"k": self.params.rrf_k} if method == "rrf" else None,
+            )
         if self.params.fusion == "rrf":
             return reciprocal_rank_fusion(rows, weights, k=self.params.rrf_k, normalize=self.params.normalize)
         runs = [
@@ -276,7 +302,7 @@ class HybridRetriever(KernelRetriever):
         scores = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
         leg_ranks = {name: {int(row): rank for rank, row in enumerate(h[1].tolist())} for name, _, h in legs}
         leg_scores = {name: h[0] for name, _, h in legs}
-        fusion = self.params.fusion
+        fusion = self.params.fusion_method or self.params.fusion
 
         def provenance(i: int) -> dict[str, Any]:
             row = int(items[i])

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.diversity import mmr_order
 from retrievers.filters import MetadataFilter, filter_mask
 from retrievers.index import FaissVectorIndex
 from retrievers.index.ann import KNOB_KINDS
@@ -138,6 +139,16 @@ class RetrieverParams(Params):
         low=1,
         high=1024,
         doc="IVF-PQ candidates rescored exactly per result wanted (ivf_pq); null = 10",
+    )
+    mmr_lambda: float | None = param(
+        None,
+        low=0.0,
+        high=1.0,
+        doc="maximal marginal relevance over the final list (retrievers/diversity.py): lambda * relevance "
+        "- (1 - lambda) * max cosine to the documents already chosen; null = off",
+    )
+    mmr_depth: int | None = param(
+        None, low=1, high=BIG, doc="candidates MMR chooses the top_k from; null = top_k (or rerank_depth)"
     )
 
     def check(self) -> None:
@@ -268,6 +279,11 @@ class KernelRetriever:
             store.allowed if chosen is None or chosen.is_empty else filter_mask(store, chosen)
         )
         check_vector_knobs(params, store, type(self).__name__, self.uses_embedder())
+        if params.mmr_lambda is not None and not store.has_vectors:
+            raise ParamError(
+                "mmr_lambda",
+                "mmr_lambda: MMR compares document vectors, and this store has none: build it with an embedder",
+            )
         self.setup()
 
     @classmethod
@@ -367,9 +383,12 @@ class KernelRetriever:
 
     def _pool_size(self, top_k: int) -> int:
         """How many documents reach the rerank hook (and so how deep a family is asked)."""
-        if self.reranker is None or self.reranks_itself:
-            return top_k
-        return max(top_k, self.params.rerank_depth or top_k)
+        pool = top_k
+        if self.reranker is not None and not self.reranks_itself:
+            pool = max(top_k, self.params.rerank_depth or top_k)
+        if self.params.mmr_lambda is not None:
+            pool = max(pool, self.params.mmr_depth or pool)
+        return pool
 
     def _block(self, queries: list[str], top_k: int) -> list[list[RetrievalResult]]:
         vectors = self.encode_block(queries)
@@ -436,7 +455,17 @@ class KernelRetriever:
             final, fallback = rerank_with_fallback(
                 self.reranker, query, incoming, texts, timeout_s=self.params.rerank_timeout
             )
-        entries = sorted(range(len(doc_ids)), key=lambda i: (-final[i], doc_ids[i]))[:top_k]
+        entries = sorted(range(len(doc_ids)), key=lambda i: (-final[i], doc_ids[i]))
+        diverse = self.params.mmr_lambda is not None
+        if diverse:  # chosen by MMR; scores become len - rank so the order is the ranking order
+            entries = mmr_order(
+                self.store.embeddings[source[entries]],
+                [final[i] for i in entries],
+                self.params.mmr_lambda or 0.0,
+                top_k,
+                entries,
+            )
+        entries = entries[:top_k]
         kept_scores = np.asarray([final[i] for i in entries], dtype=np.float64)
         keep = self.final_filter(kept_scores)
         stats = dict(candidates.stats) if candidates.stats is not None else None
@@ -458,7 +487,9 @@ class KernelRetriever:
                 provenance["rerank_fallback"] = fallback
             if stats is not None:
                 provenance["stats"] = stats
-            results.append(
-                RetrievalResult(doc_id=doc_ids[i], score=float(final[i]), uri=uri, provenance=provenance)
-            )
+            score = float(final[i])
+            if diverse:
+                provenance["pre_mmr_score"] = score
+                score = float(len(entries) - rank)
+            results.append(RetrievalResult(doc_id=doc_ids[i], score=score, uri=uri, provenance=provenance))
         return results

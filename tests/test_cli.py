@@ -145,8 +145,8 @@ def test_debug_switch_shows_the_traceback(tmp_path: Path) -> None:
         ),
         # metric names
         (
-            [*SMOKE, "run.metrics=[nDCG@10,ERR@10]"],
-            "error: run.metrics: metric 'ERR@10' is not computed here",
+            [*SMOKE, "run.metrics=[nDCG@10,alpha_nDCG@10]"],
+            "error: run.metrics: metric 'alpha_nDCG@10' is intent-aware",
         ),
         ([*SMOKE, "run.metrics=[nDCG@ten]"], "error: run.metrics: unknown metric 'nDCG@ten'"),
         # a _target_ that is no retriever

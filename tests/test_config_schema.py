@@ -189,7 +189,7 @@ def test_harness_and_store_values_are_typed_before_any_data(override: str, line:
     [
         (
             ["+foo=1"],
-            "foo: unknown key; the top level has: dataset, name, embedder, store, retrievers, run, sweep, gate, benchmark, answers, llm, cache_dir, show_progress",
+            "foo: unknown key; the top level has: dataset, name, embedder, store, retrievers, run, sweep, gate, benchmark, answers, llm, fuse, cache_dir, show_progress",
         ),
         (
             ["+dataset.colour=red"],
@@ -206,7 +206,7 @@ def test_harness_and_store_values_are_typed_before_any_data(override: str, line:
         (["+store.hierarchy.depth=3", "store=kmeans_tree"], None),
         (
             ["+retrievers.dense.bogus=1"],
-            "retrievers.dense.bogus: unknown key; retrievers.dense has: filters, reranker, rerank_depth, rerank_timeout, query_batch_size, ef_search, nprobe, refine_factor",
+            "retrievers.dense.bogus: unknown key; retrievers.dense has: filters, reranker, rerank_depth, rerank_timeout, query_batch_size, ef_search, nprobe, refine_factor, mmr_lambda, mmr_depth",
         ),
         (["+embedder.pooling=mean"], None),
         (
@@ -292,7 +292,7 @@ def test_metric_names_checked_at_start() -> None:
     assert (
         _error("run.metrics=[nDCG@10,Foo@3]")
         .line()
-        .startswith("run.metrics: unknown metric 'Foo@3'; accepted measures: AP, Bpref, ")
+        .startswith("run.metrics: unknown metric 'Foo@3'; accepted measures: Accuracy, AP, BPM, Bpref, ")
     )
 
 

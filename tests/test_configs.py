@@ -36,8 +36,9 @@ def test_default_is_quickstart_bm25_and_dense_on_scifact() -> None:
 
 @pytest.mark.parametrize("experiment", _options("experiment"))
 def test_every_experiment_validates(experiment: str) -> None:
-    settings = load_settings(_compose([f"experiment={experiment}"]))
-    assert settings.retrievers
+    extra = ["fuse.runs=[a.trec,b.trec]"] if experiment == "fuse" else []  # a fusion names its run files
+    settings = load_settings(_compose([f"experiment={experiment}", *extra]))
+    assert settings.retrievers or settings.fuse.runs
 
 
 @pytest.mark.needs_data
@@ -92,12 +93,15 @@ def test_every_hparams_search_config_validates(study: str) -> None:
     [
         (
             "+retrievers.dense.bogus=1",
-            r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \[.*'query_batch_size', 'ef_search', 'nprobe', 'refine_factor'\]",
+            r"retrievers.dense: unknown key\(s\) \['bogus'\]; allowed: \[.*'query_batch_size', 'ef_search', 'nprobe', 'refine_factor', 'mmr_lambda', 'mmr_depth'\]",
         ),
         ("retrievers.dense.query_batch_size=0", r"query_batch_size must be an integer in \[1, 65536\]"),
         ("run.top_k=0", r"run.top_k: must be an integer in \[1, 10000\], got 0"),
         ("run.latency.warmup=-1", r"run.latency.warmup: must be an integer in \[0, 1000\]"),
-        ("run.metrics=[nDCG@10,Foo@3]", r"run.metrics: unknown metric 'Foo@3'; accepted measures: AP, "),
+        (
+            "run.metrics=[nDCG@10,Foo@3]",
+            r"run.metrics: unknown metric 'Foo@3'; accepted measures: Accuracy, AP, ",
+        ),
         ("store.bm25.b=1.5", r"store: bm25.b must be a number in \[0, 1\], got 1.5"),
         ("+store.bm25.k3=1", r"unknown store.bm25 key\(s\) \['k3'\]"),
         ("+dataset.colour=red", r"dataset: unknown key\(s\) \['colour'\]"),

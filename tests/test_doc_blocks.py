@@ -48,6 +48,10 @@ SKIPPED: dict[tuple[str, str], str] = {
     ("docs/datasets-irds.md", "from viking_eval.data.irds import load_irds"): (
         "downloads BEIR SciFact through ir_datasets (network)"
     ),
+    (
+        "docs/fusion.md",
+        "python -m viking_eval experiment=quickstart dataset=scifact hydra.run.dir=/tmp/fusion_table/legs_scifact run.latency.n_queries=0",
+    ): ("the fusion table's commands: MiniLM runs of SciFact and LoCoMo, then every method (minutes)"),
 }
 """(page, first line of the block) -> why the block is not run here."""
 

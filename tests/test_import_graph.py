@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("viking_eval.results",),  # the run folder: reads and writes its files, renders the reports
     ("viking_eval.run",),  # the one experiment loop
     ("viking_eval.gate", "viking_eval.sweep", "viking_eval.benchmark", "viking_eval.clean"),  # the programs
+    ("viking_eval.fuse",),  # fusing run files (a program: reads run files, never runs retrievers)
     ("hydra_plugins",),  # the Optuna sweeper (checks its job folders with viking_eval.sweep)
     ("viking_eval.api",),
     ("viking_eval.cli",),  # maps the command line onto the programs

@@ -139,8 +139,11 @@ def test_non_finite_score_rejected() -> None:
         ("Recall@0", r"metric 'Recall@0': the cutoff after @ must be an integer >= 1"),
         ("nDCG@10.5", r"the cutoff after @ must be an integer >= 1, got 10.5"),
         ("nDCG@-1", r"integer cutoff >= 1"),
-        ("ERR@10", r"metric 'ERR@10' is not computed here .*accepted measures: AP, Bpref, "),
-        ("alpha_nDCG@10", r"is not computed here"),
+        (
+            "RBP(p=0.8)",
+            r"metric 'RBP\(p=0.8\)' is not computed here .*accepted measures: Accuracy, AP, BPM, ",
+        ),
+        ("alpha_nDCG@10", r"is intent-aware"),
         ("SetF(beta=2)", r"metric 'SetF\(beta=2\)': invalid param beta=2"),
     ],
 )

@@ -6,6 +6,7 @@
          -> the Hydra app (@hydra.main, the same argv) -> one program:
               run      evaluate the configured retrievers (the default)
               benchmark  benchmark.datasets=[...]: every dataset's run, one table (viking_eval/benchmark/run.py)
+              fuse       fuse.runs=[...]: run files fused, tuned on one half, reported on the other (viking_eval/fuse/)
               gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate/checks.py)
               compare  gate.baseline_run=<folder>: evaluate, then gate against a stored run
 
@@ -343,6 +344,10 @@ def app(cfg: DictConfig) -> Any:
                     settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]
                 )
             )
+        if settings.fuse.runs is not None:  # a fusion of run files (viking_eval/fuse/program.py)
+            from viking_eval.fuse.program import fuse_program
+
+            sys.exit(fuse_program(settings, output_dir))
         if settings.gate.baseline is not None:
             overrides = gate_overrides([str(line) for line in hydra_cfg.overrides.task])
             sys.exit(gate_program(settings, output_dir, overrides=overrides))

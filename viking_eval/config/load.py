@@ -224,11 +224,11 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
     check_targets(plain)  # every _target_ against the registry, before anything is imported or built
     top = _config_file(plain)
     store = check_store(top.store)
-    if not top.retrievers:
+    if not top.retrievers and top.fuse.runs is None:
         raise ConfigError(
             "retrievers",
             "no retrievers configured; choose an experiment (experiment=quickstart) or add "
-            "'+retriever@retrievers.bm25=bm25'",
+            "'+retriever@retrievers.bm25=bm25', or fuse run files: 'fuse.runs=[a.trec,b.trec]'",
         )
     retrievers = [check_retriever(str(name), spec) for name, spec in top.retrievers.items()]
     for spec in retrievers:
@@ -263,6 +263,7 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
         benchmark=top.benchmark,
         answers=top.answers,
         llm=top.llm,
+        fuse=top.fuse,
     )
 
 

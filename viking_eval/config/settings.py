@@ -22,6 +22,7 @@ from typing import Any, Literal
 from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
 from viking_eval.answers.settings import AnswerSettings, LlmSettings
+from viking_eval.config.fuse_settings import FuseSettings
 from viking_eval.measures.metrics import Metric, MetricError, parse_metrics
 from viking_eval.measures.significance import SignificanceSettings
 
@@ -136,6 +137,9 @@ class RunSettings(Params):
     resume: bool = param(True)
     baseline: str | None = param(None, non_empty=True)
     significance: SignificanceSettings = param(factory=SignificanceSettings)
+    redundancy: int | None = param(
+        None, low=1, high=10_000, doc="report redundancy@k (mean pairwise cosine of the top k); null = off"
+    )
 
     def check(self) -> None:
         try:
@@ -220,6 +224,7 @@ class ConfigFile(Params):
     benchmark: BenchmarkSettings = param(factory=BenchmarkSettings)
     answers: AnswerSettings = param(factory=AnswerSettings)
     llm: LlmSettings = param(factory=LlmSettings)
+    fuse: FuseSettings = param(factory=FuseSettings)
     cache_dir: str | None = param(None, doc="null = VIKING_EVAL_CACHE or ~/.cache/viking_eval")
     show_progress: bool | None = param(None, doc="null = progress bars only on a terminal")
 
@@ -250,3 +255,4 @@ class Settings:
     benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
     answers: AnswerSettings = field(default_factory=AnswerSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
+    fuse: FuseSettings = field(default_factory=FuseSettings)

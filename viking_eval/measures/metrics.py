@@ -1,7 +1,13 @@
-"""Effectiveness metrics through ir-measures (trec_eval's definitions, via pytrec_eval).
+"""Effectiveness metrics through ir-measures (trec_eval's definitions, via pytrec_eval, and every
+other tool ir-measures drives in memory: cwl_eval, gdeval, compat, accuracy).
 
 Metric names are strings in the config, parsed by ir-measures (``nDCG@10``, ``R@100``, ``RR@10``,
-``AP@100``, ``P@5``, ``Judged@10``). A few common spellings are accepted as aliases
+``AP@100``, ``P@5``, ``Judged@10``, ``ERR@20``, ``RBP(p=0.8,rel=1)``, ``SDCG(max_rel=2)@10``,
+``INST(T=3.0,max_rel=2)``, ``Compat(p=0.8)``, ...). Each measure goes to the first tool of
+:data:`PROVIDERS` that computes it, so the measures pytrec_eval computes keep its numbers.
+Intent-aware measures (alpha-nDCG, ERR-IA, NRBP, ...) are refused: they need judgments per query
+*subtopic*, which no dataset here carries (ir-measures would compute them over one subtopic per
+query and only warn). A few common spellings are accepted as aliases
 (``Recall@k`` -> ``R@k``, ``MRR@k`` -> ``RR@k``, ``MAP@k`` -> ``AP@k``); results are keyed by the
 name as the config wrote it. Two names of one measure (``R@10`` and ``Recall@10``) each get the
 measure's value: it is computed once and reported under both names.
@@ -17,6 +23,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import ir_measures
 
@@ -34,9 +41,17 @@ _ALIASES = [
 
 EXAMPLE_METRICS = "nDCG@10, R@100, RR@10, AP@100, P@5, Judged@10 (aliases: Recall@k, MRR@k, MAP@k)"
 
-#: the ir-measures providers that compute from the run and qrels in memory; a measure none of them
-#: computes (ERR, alpha-nDCG, RBP, ...: other tools, diversity qrels) is refused at start-up
-PROVIDERS = ("pytrec_eval", "judged", "msmarco")
+#: the ir-measures providers used, in order of preference: a measure goes to the first that computes
+#: it (pytrec_eval first: the measures it computes keep its numbers); pyndeval's intent-aware
+#: measures are refused (:data:`INTENT_AWARE`), and a measure none of these computes is refused at
+#: start-up
+PROVIDERS = ("pytrec_eval", "judged", "msmarco", "cwl_eval", "gdeval", "compat", "accuracy")
+#: the provider whose measures need subtopic (intent-aware) judgments
+INTENT_AWARE = "pyndeval"
+#: where the measure names and their parameters are listed
+MEASURES_DOC = "https://ir-measur.es/en/latest/measures.html"
+#: gdeval (ERR@k) refuses judgments above this grade
+_GDEVAL_MAX_GRADE = 4
 
 
 class MetricError(ValueError):
@@ -54,14 +69,43 @@ def accepted_measures() -> list[str]:
     names = {
         measure.NAME
         for key in PROVIDERS
-        for measure in ir_measures.providers.registry[key].SUPPORTED_MEASURES
+        for measure in _provider(key).SUPPORTED_MEASURES
         if measure.NAME is not None  # Optional on ir-measures' base class; every measure sets it
     }
     return sorted(names, key=str.lower)
 
 
 def _accepted_text() -> str:
-    return f"accepted measures: {', '.join(accepted_measures())}; e.g. {EXAMPLE_METRICS}"
+    return (
+        f"accepted measures: {', '.join(accepted_measures())}; e.g. {EXAMPLE_METRICS}; "
+        f"names and parameters: {MEASURES_DOC}"
+    )
+
+
+def _params_text(measure_name: str) -> str:
+    """``RBP's parameters: cutoff (int), p (float, default 0.8: persistence), ...`` ('' when unknown)."""
+    kind = ir_measures.measures.registry.get(measure_name)
+    if kind is None:
+        return ""
+    parts = []
+    for key, info in kind.SUPPORTED_PARAMS.items():
+        dtype = getattr(info.dtype, "__name__", str(info.dtype))
+        default = info.default
+        default_text = "" if not isinstance(default, int | float | str) else f", default {default}"
+        required = ", required" if info.required else ""
+        parts.append(f"{key} ({dtype}{required}{default_text}: {info.desc})")
+    return f"{measure_name}'s parameters: " + "; ".join(parts)
+
+
+def _assert_text(error: AssertionError) -> str:
+    """ir-measures' ``invalid param max_rel=<object ...>`` (a required parameter left out) as
+    ``parameter max_rel is required``; other texts as they are."""
+    found = re.match(r"invalid param (\w+)=<object object", str(error))
+    return f"parameter {found.group(1)} is required" if found else str(error)
+
+
+def _intent_aware(measure: ir_measures.measures.Measure) -> bool:
+    return bool(ir_measures.providers.registry[INTENT_AWARE].supports(measure))
 
 
 def parse_metric(name: str) -> Metric:
@@ -82,6 +126,11 @@ def parse_metric(name: str) -> Metric:
         measure = ir_measures.parse_measure(text)
     except NameError:
         raise MetricError(f"unknown metric {name!r}; {_accepted_text()}") from None
+    except AssertionError as error:  # ir-measures validates parameters with assert
+        base = re.split(r"[(@]", text, maxsplit=1)[0]
+        raise MetricError(
+            f"metric {name!r}: {_assert_text(error)}; {_params_text(base) or _accepted_text()}"
+        ) from None
     except (ValueError, TypeError, SyntaxError):
         raise MetricError(
             f"unknown metric {name!r}: write <measure>@<cutoff> with an integer cutoff >= 1; {_accepted_text()}"
@@ -92,16 +141,38 @@ def parse_metric(name: str) -> Metric:
     try:
         measure.validate_params()
     except AssertionError as error:  # ir-measures validates with assert
-        raise MetricError(f"metric {name!r}: {error}") from None
+        raise MetricError(
+            f"metric {name!r}: {_assert_text(error)}; {_params_text(measure.NAME or '')}"
+        ) from None
     try:
-        supported = any(ir_measures.providers.registry[key].supports(measure) for key in PROVIDERS)
+        if _intent_aware(measure):
+            raise MetricError(
+                f"metric {name!r} is intent-aware: it needs judgments per query subtopic, and the "
+                "datasets here judge each (query, document) once (ir-measures would compute it over one "
+                f"subtopic per query and only warn); use its plain form (nDCG@k, ERR@k, RBP(rel=1)) instead"
+            )
+        supported = any(_provider(key).supports(measure) for key in PROVIDERS)
     except AssertionError as error:
         raise MetricError(f"metric {name!r}: {error}") from None
     if not supported:
         raise MetricError(
-            f"metric {name!r} is not computed here (by pytrec_eval, or ir-measures' Judged and MS MARCO RR@k); {_accepted_text()}"
+            f"metric {name!r} is not computed here with these parameters "
+            f"({_params_text(measure.NAME or '') or 'see ' + MEASURES_DOC}); {_accepted_text()}"
         )
     return Metric(name=name, measure=measure)
+
+
+def provider_of(measure: ir_measures.measures.Measure) -> str:
+    """The name of the provider that computes ``measure``: the first of :data:`PROVIDERS` that does."""
+    return next(key for key in PROVIDERS if _provider(key).supports(measure))
+
+
+def _provider(key: str) -> Any:
+    """The ir-measures provider ``key``; RuntimeError naming the package to install when it is missing."""
+    provider = ir_measures.providers.registry[key]
+    if not provider.is_available():
+        raise RuntimeError(f"ir-measures' {key} provider is not installed: {provider.install_instructions()}")
+    return provider
 
 
 def parse_metrics(names: Sequence[str]) -> list[Metric]:
@@ -201,9 +272,9 @@ def evaluate(
     non_empty = {qid: docs for qid, docs in ranked.items() if docs}
     qrels_plain = {qid: dict(qrels[qid]) for qid in judged}
     if non_empty:
-        for value in ir_measures.iter_calc(list(names_of), qrels_plain, non_empty):
-            for name in names_of[value.measure]:
-                per_query[name][value.query_id] = float(value.value)
+        for query_id, measure, value in _calculate(list(names_of), qrels_plain, non_empty):
+            for name in names_of[measure]:
+                per_query[name][query_id] = value
     aggregate = {
         name: (math.fsum(values.values()) / len(values) if values else 0.0)
         for name, values in per_query.items()
@@ -214,3 +285,37 @@ def evaluate(
         n_queries=len(judged),
         n_queries_without_results=len(judged) - len(non_empty),
     )
+
+
+def _calculate(
+    measures: list[ir_measures.measures.Measure],
+    qrels: dict[str, dict[str, int]],
+    run: dict[str, dict[str, float]],
+) -> list[tuple[str, ir_measures.measures.Measure, float]]:
+    """``(query id, measure, value)`` of every measure, each computed by the first provider of
+    :data:`PROVIDERS` that supports it. gdeval (ERR@k) reads numeric topic ids only, so it is given
+    ``1..n`` in place of the query ids (mapped back), and refuses grades above 4: said here."""
+    by_provider: dict[str, list[ir_measures.measures.Measure]] = {}
+    for measure in measures:
+        by_provider.setdefault(provider_of(measure), []).append(measure)
+    values: list[tuple[str, ir_measures.measures.Measure, float]] = []
+    for key, group in by_provider.items():
+        if key == "gdeval":
+            top = max((grade for docs in qrels.values() for grade in docs.values()), default=0)
+            if top > _GDEVAL_MAX_GRADE:
+                raise ValueError(
+                    f"{', '.join(map(str, group))}: gdeval accepts relevance grades up to "
+                    f"{_GDEVAL_MAX_GRADE}, and these judgments have {top}"
+                )
+            number = {query_id: str(i + 1) for i, query_id in enumerate(sorted(qrels))}
+            query_of = {n: query_id for query_id, n in number.items()}
+            found = _provider(key).iter_calc(
+                group,
+                {number[q]: docs for q, docs in qrels.items()},
+                {number[q]: docs for q, docs in run.items()},
+            )
+            values.extend((query_of[v.query_id], v.measure, float(v.value)) for v in found)
+            continue
+        found = _provider(key).iter_calc(group, qrels, run)
+        values.extend((str(v.query_id), v.measure, float(v.value)) for v in found)
+    return values

@@ -31,6 +31,7 @@ from viking_eval.run.inputs import build_retriever, dataset_queries, wants_queri
 from viking_eval.run.latency import measure_latency
 from viking_eval.run.otel import export_spans, span_exporter
 from viking_eval.run.stages import SPAN_COLUMNS, span_rows
+from viking_eval.run.redundancy import Redundancy
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ def evaluate_retriever(
     run: dict[str, list[RetrievalResult]] = {}
     batch = settings.run.batch_size
     ann = AnnQuality(settings.run.top_k)  # ann_recall@10, @top_k over an ANN index (ann_quality.py)
+    diversity = Redundancy(name, settings.run.redundancy)  # redundancy@k when asked (redundancy.py)
     start = time.perf_counter()
     with progress_bar(
         total=len(scopes),
@@ -194,6 +196,7 @@ def evaluate_retriever(
                     # the contract (viking_eval/run/contract.py): <= top_k RetrievalResults, unique
                     # known doc ids, finite scores; a breach is one RetrieverContractError
                     run[query_id] = check_results(name, query_id, results, known, settings.run.top_k)
+                    diversity.add(retriever, run[query_id])
                 bar.update(len(chunk_ids))
                 ann.add(retriever, texts)  # not part of run_seconds
     run_seconds = time.perf_counter() - start - ann.seconds
@@ -231,7 +234,7 @@ def evaluate_retriever(
             export_spans(exporter, name, report.queries)
     return RetrieverResult(
         name=name,
-        metrics={**evaluation.aggregate, **ann.metrics()},
+        metrics={**evaluation.aggregate, **ann.metrics(), **diversity.metrics()},
         per_query=evaluation.per_query,
         latency=report.as_dict() if report else None,
         n_queries=evaluation.n_queries,

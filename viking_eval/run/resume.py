@@ -80,6 +80,8 @@ def resume_key(
                 "batch_size": settings.run.batch_size,
                 "metrics": [metric.name for metric in settings.metrics],
                 "latency": dataclasses.asdict(settings.run.latency),
+                # redundancy@k is a result too; absent when off, so earlier keys still match
+                **({"redundancy": settings.run.redundancy} if settings.run.redundancy is not None else {}),
             },
         }
     )
