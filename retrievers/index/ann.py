@@ -72,6 +72,8 @@ import hashlib
 import json
 import logging
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -150,6 +152,15 @@ def _faiss() -> Any:
     return faiss
 
 
+def _ivf_block() -> int:
+    """Queries an IVF search gives faiss at once: fewer than faiss's
+    ``distance_compute_blas_threshold`` (20), below which its flat coarse quantizer scores each
+    query on its own (SIMD dot products); from it on, a BLAS GEMM rounds differently and can
+    probe another list at a near tie, which would break batch == single."""
+    threshold = int(_faiss().cvar.distance_compute_blas_threshold)
+    return max(1, threshold - 1)
+
+
 def code_default_knobs(kind: str) -> dict[str, int]:
     """The default knobs of ``kind`` that are set by this code, not saved in the index (IVF-PQ's
     ``refine_factor``): a result's identity must name them (``runner.resume_key``), since changing
@@ -190,6 +201,8 @@ class FaissVectorIndex:
         #: what the index was built with (the store's vector_index settings, resolved), for reports
         self.settings = dict(settings)
         self.mmapped = False
+        #: faiss's OpenMP threads for a search (None: as the process has them; see _omp_threads)
+        self.threads: int | None = None
         if int(index.ntotal) != exact.size or int(index.d) != exact.dim:
             raise ValueError(
                 f"faiss index holds {index.ntotal} vectors of dimension {index.d}; the embeddings are "
@@ -291,28 +304,66 @@ class FaissVectorIndex:
             fetch = (refine_factor if refine_factor is not None else DEFAULT_REFINE_FACTOR) * k
         fetch = min(fetch, n_allowed)
         parameters = self._parameters(allowed, ef_search, nprobe)
-        if self.kind == "hnsw":
-            scores, labels = self._index.search(query_matrix, fetch, params=parameters)
-        else:
-            found = [
-                self._index.search(query_matrix[i : i + 1], fetch, params=parameters)
-                for i in range(n_queries)
-            ]
-            scores = np.vstack([values for values, _ in found])
-            labels = np.vstack([rows for _, rows in found])
+        with self._omp_threads(n_queries):
+            scores, labels = self._faiss_search(query_matrix, fetch, parameters)
         # faiss's float32 inner products are within the exact index's rounding band of the exact
         # scores, so a candidate below faiss's k-th best minus the band cannot reach the top k;
         # IVF-PQ's scores are quantised (no such bound): all its candidates are rescored
         bands = None if self.kind == "ivf_pq" else self.exact.rounding_bands(query_matrix)
         candidates = []
+        incomplete = []
         for i in range(n_queries):
             present = labels[i] >= 0
             rows, values = labels[i][present].astype(np.int64), scores[i][present]
             if bands is not None and rows.size > length:
                 kth = np.partition(values, rows.size - length)[rows.size - length]
+                if self.kind == "flat" and rows.size < n_allowed and values.min() >= kth - bands[i]:
+                    # a row faiss did not return may score within the band of the k-th best
+                    # (many near-ties at the cut): this query is searched exactly
+                    incomplete.append(i)
                 rows = rows[values >= kth - bands[i]]
             candidates.append(rows)
-        return rescore(self.exact.vectors, query_matrix, candidates, length)
+        results = rescore(self.exact.vectors, query_matrix, candidates, length)
+        if incomplete:
+            exact_hits = self.exact.search(query_matrix[incomplete], length, mask=allowed)
+            for i, hits in zip(incomplete, exact_hits, strict=True):
+                results[i] = hits
+        return results
+
+    def _faiss_search(
+        self, query_matrix: Float32Array, fetch: int, parameters: Any
+    ) -> tuple[Float32Array, npt.NDArray[np.int64]]:
+        """faiss's scores and rows, ``(n_queries, fetch)`` each; a batch goes to faiss whole
+        (HNSW, flat) or in blocks under faiss's BLAS threshold (IVF, see the module docstring)."""
+        n_queries = query_matrix.shape[0]
+        block = n_queries if self.kind in ("flat", "hnsw") else _ivf_block()
+        if n_queries <= block:
+            found: tuple[Float32Array, npt.NDArray[np.int64]] = self._index.search(
+                query_matrix, fetch, params=parameters
+            )
+            return found
+        parts = [
+            self._index.search(query_matrix[first : first + block], fetch, params=parameters)
+            for first in range(0, n_queries, block)
+        ]
+        return np.vstack([values for values, _ in parts]), np.vstack([rows for _, rows in parts])
+
+    @contextmanager
+    def _omp_threads(self, n_queries: int) -> Iterator[None]:
+        """faiss's OpenMP threads for one search: :attr:`threads` (None: the process's, which
+        the harness limits while timing queries) but no more than the queries (faiss splits a
+        batch by query; a second thread for one query only spins on the other core)."""
+        faiss = _faiss()
+        before = int(faiss.omp_get_max_threads())
+        wanted = max(1, min(before if self.threads is None else self.threads, n_queries))
+        if wanted == before:
+            yield
+            return
+        faiss.omp_set_num_threads(wanted)
+        try:
+            yield
+        finally:
+            faiss.omp_set_num_threads(before)
 
     def _parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
         """faiss SearchParameters: the selector of allowed rows and this call's knob."""
