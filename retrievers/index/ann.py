@@ -72,8 +72,6 @@ import hashlib
 import json
 import logging
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -152,15 +150,6 @@ def _faiss() -> Any:
     return faiss
 
 
-def _ivf_block() -> int:
-    """Queries an IVF search gives faiss at once: fewer than faiss's
-    ``distance_compute_blas_threshold`` (20), below which its flat coarse quantizer scores each
-    query on its own (SIMD dot products); from it on, a BLAS GEMM rounds differently and can
-    probe another list at a near tie, which would break batch == single."""
-    threshold = int(_faiss().cvar.distance_compute_blas_threshold)
-    return max(1, threshold - 1)
-
-
 def code_default_knobs(kind: str) -> dict[str, int]:
     """The default knobs of ``kind`` that are set by this code, not saved in the index (IVF-PQ's
     ``refine_factor``): a result's identity must name them (``runner.resume_key``), since changing
@@ -203,6 +192,8 @@ class FaissVectorIndex:
         self.mmapped = False
         #: faiss's OpenMP threads for a search (None: as the process has them; see _omp_threads)
         self.threads: int | None = None
+        #: unmasked search parameters by (ef_search, nprobe) (a SWIG object costs ~10 us to make)
+        self._parameter_cache: dict[tuple[int | None, int | None], Any] = {}
         if int(index.ntotal) != exact.size or int(index.d) != exact.dim:
             raise ValueError(
                 f"faiss index holds {index.ntotal} vectors of dimension {index.d}; the embeddings are "
@@ -304,18 +295,19 @@ class FaissVectorIndex:
             fetch = (refine_factor if refine_factor is not None else DEFAULT_REFINE_FACTOR) * k
         fetch = min(fetch, n_allowed)
         parameters = self._parameters(allowed, ef_search, nprobe)
-        with self._omp_threads(n_queries):
-            scores, labels = self._faiss_search(query_matrix, fetch, parameters)
-        # faiss's float32 inner products are within the exact index's rounding band of the exact
-        # scores, so a candidate below faiss's k-th best minus the band cannot reach the top k;
-        # IVF-PQ's scores are quantised (no such bound): all its candidates are rescored
-        bands = None if self.kind == "ivf_pq" else self.exact.rounding_bands(query_matrix)
+        scores, labels = self._faiss_search(query_matrix, fetch, parameters)
+        if self.kind == "ivf_pq":  # quantised scores only choose: score the candidates in float32
+            scores = self._float32_scores(query_matrix, labels)
+        # float32 inner products are within the exact index's rounding band of its scores, so a
+        # candidate below the k-th best float32 score minus the band cannot reach the top k
+        bands = self.exact.rounding_bands(query_matrix)
         candidates = []
         incomplete = []
         for i in range(n_queries):
             present = labels[i] >= 0
-            rows, values = labels[i][present].astype(np.int64), scores[i][present]
-            if bands is not None and rows.size > length:
+            rows, values = labels[i][present], scores[i][present]
+            # IVF-Flat's 2k candidates cost less to rescore than to cut
+            if rows.size > length and (self.kind == "flat" or rows.size > 2 * length):
                 kth = np.partition(values, rows.size - length)[rows.size - length]
                 if self.kind == "flat" and rows.size < n_allowed and values.min() >= kth - bands[i]:
                     # a row faiss did not return may score within the band of the k-th best
@@ -333,40 +325,71 @@ class FaissVectorIndex:
     def _faiss_search(
         self, query_matrix: Float32Array, fetch: int, parameters: Any
     ) -> tuple[Float32Array, npt.NDArray[np.int64]]:
-        """faiss's scores and rows, ``(n_queries, fetch)`` each; a batch goes to faiss whole
-        (HNSW, flat) or in blocks under faiss's BLAS threshold (IVF, see the module docstring)."""
+        """faiss's scores and rows, ``(n_queries, fetch)`` each, with :meth:`omp_threads`
+        threads; a batch goes to faiss whole (HNSW, flat) or one query at a time (IVF, see the
+        module docstring)."""
+        faiss = _faiss()
         n_queries = query_matrix.shape[0]
-        block = n_queries if self.kind in ("flat", "hnsw") else _ivf_block()
-        if n_queries <= block:
-            found: tuple[Float32Array, npt.NDArray[np.int64]] = self._index.search(
-                query_matrix, fetch, params=parameters
-            )
+        block = n_queries if self.kind in ("flat", "hnsw") else 1
+        before = int(faiss.omp_get_max_threads())
+        wanted = self.omp_threads(min(block, n_queries), before)  # per faiss call
+        if wanted != before:
+            faiss.omp_set_num_threads(wanted)
+        try:
+            parts = [
+                self._index.search(query_matrix[first : first + block], fetch, params=parameters)
+                for first in range(0, n_queries, block)
+            ]
+        finally:
+            if wanted != before:
+                faiss.omp_set_num_threads(before)
+        if len(parts) == 1:
+            found: tuple[Float32Array, npt.NDArray[np.int64]] = parts[0]
             return found
-        parts = [
-            self._index.search(query_matrix[first : first + block], fetch, params=parameters)
-            for first in range(0, n_queries, block)
-        ]
         return np.vstack([values for values, _ in parts]), np.vstack([rows for _, rows in parts])
 
-    @contextmanager
-    def _omp_threads(self, n_queries: int) -> Iterator[None]:
-        """faiss's OpenMP threads for one search: :attr:`threads` (None: the process's, which
-        the harness limits while timing queries) but no more than the queries (faiss splits a
-        batch by query; a second thread for one query only spins on the other core)."""
+    def _float32_scores(self, query_matrix: Float32Array, labels: npt.NDArray[np.int64]) -> Float32Array:
+        """Each query's inner product with each of its candidate rows (faiss's SIMD dot products
+        over the exact index's matrix: what ``IndexRefineFlat`` computes, with no copy of the
+        vectors); -inf where faiss found no row (-1)."""
         faiss = _faiss()
-        before = int(faiss.omp_get_max_threads())
-        wanted = max(1, min(before if self.threads is None else self.threads, n_queries))
-        if wanted == before:
-            yield
-            return
-        faiss.omp_set_num_threads(wanted)
-        try:
-            yield
-        finally:
-            faiss.omp_set_num_threads(before)
+        vectors = self.exact.vectors
+        scores = np.full(labels.shape, -np.inf, dtype=np.float32)
+        n_queries, fetch = labels.shape
+        # faiss skips negative ids, leaving -inf
+        faiss.fvec_inner_products_by_idx(
+            faiss.swig_ptr(scores),
+            faiss.swig_ptr(query_matrix),
+            faiss.swig_ptr(vectors),
+            faiss.swig_ptr(labels),
+            self.dim,
+            n_queries,
+            fetch,
+        )
+        return scores
+
+    def omp_threads(self, n_queries: int, available: int) -> int:
+        """faiss's OpenMP threads for a search of ``n_queries``: :attr:`threads` (None: the
+        ``available`` ones, the process's, which the harness limits while it times queries), but
+        no more than the queries: faiss splits a batch by query, and a second thread for one
+        query only spins on another core."""
+        return max(1, min(available if self.threads is None else self.threads, n_queries))
 
     def _parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
         """faiss SearchParameters: the selector of allowed rows and this call's knob."""
+        if self.kind == "hnsw" and ef_search is None:
+            ef_search = int(self._index.hnsw.efSearch)
+        elif self.kind in ("ivf_flat", "ivf_pq") and nprobe is None:
+            nprobe = int(self._index.nprobe)
+        if allowed is None:
+            key = (ef_search, nprobe)
+            cached = self._parameter_cache.get(key)
+            if cached is None:
+                cached = self._parameter_cache[key] = self._make_parameters(None, ef_search, nprobe)
+            return cached
+        return self._make_parameters(allowed, ef_search, nprobe)
+
+    def _make_parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
         faiss = _faiss()
         selector = None
         if allowed is not None:

@@ -87,6 +87,16 @@ class ExactVectorIndex:
             if block.size:
                 max_norm = max(max_norm, float(np.sqrt(np.einsum("ij,ij->i", block, block).max())))
         self._max_norm = max_norm * (1.0 + 1e-6)
+
+        def gamma(n: float) -> float:
+            return n * _UNIT_ROUNDOFF / (1.0 - n * _UNIT_ROUNDOFF)
+
+        # BLAS: any summation order over dim terms (+2 for fused multiply-adds); the rescoring:
+        # numpy's pairwise summation, whose error grows with log2(dim) (Higham, section 4.2)
+        dim = matrix.shape[1]
+        bound = gamma(dim + 2) + gamma(math.ceil(math.log2(max(dim, 2))) + 2)
+        # the band per unit of query norm (norms summed in float64, rounded up by 1e-6)
+        self._band_factor = 2.0 * bound * self._max_norm * (1.0 + 1e-6) ** 2
         self._vectors: Float32Array = matrix
         self.size: int = int(matrix.shape[0])
         self.dim: int = int(matrix.shape[1])
@@ -103,14 +113,9 @@ class ExactVectorIndex:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
         rescoring (see the module docstring)."""
 
-        def gamma(n: float) -> float:
-            return n * _UNIT_ROUNDOFF / (1.0 - n * _UNIT_ROUNDOFF)
-
-        # BLAS: any summation order over dim terms (+2 for fused multiply-adds); the rescoring:
-        # numpy's pairwise summation, whose error grows with log2(dim) (Higham, section 4.2)
-        bound = gamma(self.dim + 2) + gamma(math.ceil(math.log2(max(self.dim, 2))) + 2)
-        norms: npt.NDArray[np.float64] = np.linalg.norm(queries.astype(np.float64), axis=1)
-        return 2.0 * bound * norms * self._max_norm * (1.0 + 1e-6)
+        norms = np.sqrt(np.einsum("ij,ij->i", queries, queries, dtype=np.float64))
+        result: npt.NDArray[np.float64] = self._band_factor * norms
+        return result
 
     def search(
         self,
