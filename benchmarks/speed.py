@@ -55,6 +55,8 @@ N_QUERIES = 64
 BATCH = 512
 HNSW_M, EF_CONSTRUCTION, EF_SEARCH = 16, 40, 64
 NPROBE, PQ_M, REFINE = 16, 48, 10
+#: IVF lists at most (4 sqrt(n) = 4,000 at 1M: k-means of that many takes long on 2 shared cores)
+MAX_NLIST = 2048
 WARMUP = 4
 _CHUNK = 100_000
 
@@ -86,10 +88,10 @@ def _built(name: str, make: Callable[[], Any]) -> Any:
 
 
 class Corpus:
-    """One size: the matrix (an HNSW's storage), the exact index, the faiss indexes, the queries
-    and the exact top 10 of each query."""
+    """One size: the matrix, the exact index over it, ``IndexFlatIP`` (faiss's copy), the queries
+    and the exact top 10 of each; with ``ann`` the HNSW / IVF / IVF-PQ indexes too."""
 
-    def __init__(self, n_rows: int) -> None:
+    def __init__(self, n_rows: int, *, ann: bool = True) -> None:
         faiss = _faiss()
         self.n_rows = n_rows
         clusters = _clusters(n_rows)
@@ -106,12 +108,18 @@ class Corpus:
                 index.add(part)
             return index
 
+        self.vectors = np.concatenate(list(rows()))
+        self.exact = ExactVectorIndex(self.vectors)  # the matrix itself, never copied
+        self.flat = faiss.IndexFlatIP(DIM)  # faiss's own copy
+        self.flat.add(self.vectors)
+        self.queries = clustered_vectors(n_rows, n_rows + N_QUERIES, n_clusters=clusters)
+        self.truth = [rows for _, rows in self.exact.search(self.queries, TOP_K)]
+        self.wrapped = {"flat": FaissVectorIndex(self.flat, "flat", self.exact, settings={"kind": "flat"})}
+        if not ann:
+            return
         self.hnsw = _built(f"hnsw_{tag}_m{HNSW_M}_efc{EF_CONSTRUCTION}.faiss", hnsw)
         self.hnsw.hnsw.efSearch = EF_SEARCH
-        self.flat = faiss.downcast_index(self.hnsw.storage)  # IndexFlatIP over the same rows
-        self.vectors = faiss.rev_swig_ptr(self.flat.get_xb(), n_rows * DIM).reshape(n_rows, DIM)
-        self.exact = ExactVectorIndex(self.vectors)
-        nlist = max(1, min(int(4 * math.sqrt(n_rows)), n_rows // 39))
+        nlist = max(1, min(int(4 * math.sqrt(n_rows)), n_rows // 39, MAX_NLIST))
         rng = np.random.default_rng(0)
         sample = np.sort(rng.choice(n_rows, size=min(n_rows, 50_000), replace=False))
 
@@ -133,20 +141,11 @@ class Corpus:
         self.ivf.nprobe = NPROBE
         self.ivfpq = _built(f"ivfpq_{tag}_nlist{nlist}_m{PQ_M}.faiss", ivf(True))
         self.ivfpq.nprobe = NPROBE
-        self.refine = faiss.IndexRefine(self.ivfpq, self.flat)  # the refine index: the same rows
+        self.refine = faiss.IndexRefine(self.ivfpq, self.flat)  # refined over faiss's flat copy
         self.refine.k_factor = REFINE
         self.nlist = nlist
-        self.wrapped = {
-            kind: FaissVectorIndex(index, kind, self.exact, settings={"kind": kind})
-            for kind, index in (
-                ("flat", self.flat),
-                ("hnsw", self.hnsw),
-                ("ivf_flat", self.ivf),
-                ("ivf_pq", self.ivfpq),
-            )
-        }
-        self.queries = clustered_vectors(n_rows, n_rows + N_QUERIES, n_clusters=clusters)
-        self.truth = [rows for _, rows in self.exact.search(self.queries, TOP_K)]
+        for kind, index in (("hnsw", self.hnsw), ("ivf_flat", self.ivf), ("ivf_pq", self.ivfpq)):
+            self.wrapped[kind] = FaissVectorIndex(index, kind, self.exact, settings={"kind": kind})
 
     def recall(self, found: list[np.ndarray]) -> float:
         return float(
@@ -275,8 +274,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated row counts")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=24, help="timed one-query calls per round")
+    parser.add_argument(
+        "--ann-sizes", default=None, help="the sizes with the ANN wrapper rows (default: all)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
+    ann_sizes = None if args.ann_sizes is None else {int(size) for size in args.ann_sizes.split(",")}
     faiss = _faiss()
     sizes = [int(size) for size in args.sizes.split(",")]
     out: dict[str, Any] = {
@@ -290,7 +293,8 @@ def main() -> None:
     print(f"load average at the start: {out['load_start']}", flush=True)
     for n_rows in sizes:
         started = time.perf_counter()
-        data = Corpus(n_rows)
+        with_ann = ann_sizes is None or n_rows in ann_sizes
+        data = Corpus(n_rows, ann=with_ann)
         print(
             f"{label(n_rows)}: ready in {time.perf_counter() - started:.0f} s (nlist {data.nlist})",
             flush=True,
@@ -298,7 +302,8 @@ def main() -> None:
         entry: dict[str, Any] = {"one_query_ms": one_query(data, args.rounds, args.queries)}
         if n_rows == 100_000:
             entry["batch_qps"] = batch(data, args.rounds)
-        entry["wrapper_ms"], entry["wrapper_recall"] = wrappers(data, args.rounds, args.queries)
+        if with_ann:
+            entry["wrapper_ms"], entry["wrapper_recall"] = wrappers(data, args.rounds, args.queries)
         entry["load"] = os.getloadavg()
         out["sizes"][label(n_rows)] = entry
         print(json.dumps({label(n_rows): entry}, indent=1), flush=True)
@@ -357,6 +362,8 @@ def report(out: dict[str, Any]) -> str:
                 1.5,
                 "q/s",
             )
+        if "wrapper_ms" not in entry:
+            continue
         ms, recall = entry["wrapper_ms"], entry["wrapper_recall"]
         for raw, ours, limit in (
             ("faiss HNSW", "FaissVectorIndex hnsw", 1.2),

@@ -228,3 +228,13 @@ def test_the_hierarchical_retriever_warns_at_construction(monkeypatch: pytest.Mo
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         HierarchicalRetriever(store, embedder, max_convergence_rounds=None)
+
+
+def test_the_harness_thread_budget_reaches_faiss(omp_two: None) -> None:
+    """run.latency.blas_threads limits faiss's OpenMP threads too (threadpoolctl finds the
+    libgomp faiss-cpu ships): one-query latency is timed with faiss on that many threads."""
+    from viking_eval.run.latency import _threads
+
+    with _threads(1):
+        assert faiss.omp_get_max_threads() == 1
+    assert faiss.omp_get_max_threads() == 2

@@ -22,20 +22,33 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
   k, and offers every node it scores to the result list, so this costs nothing), ``2k`` from
   IVF-Flat and flat (scanning the probed lists costs the same for any heap size) and
   ``refine_factor x k`` from IVF-PQ (:data:`DEFAULT_REFINE_FACTOR` = 10 unless the search says
-  otherwise). Those whose faiss score is within the exact index's float32 rounding band of
-  faiss's k-th best are rescored (usually little more than k; the others cannot enter the top
-  k): a duplicate document at the cut then loses to its lower row as everywhere else. IVF-PQ's
-  quantised distances have no such bound, so all its candidates are rescored: they pick
-  candidates and never rank them, and its recall is set by how many it asks for more than by
-  ``nprobe``. Harness search, 48 x 8-bit codes over clustered 384-d vectors, nprobe 16, one
+  otherwise). Those whose float32 score is within the exact index's float32 rounding band of
+  the k-th best are rescored (usually little more than k; the others cannot enter the top k): a
+  duplicate document at the cut then loses to its lower row as everywhere else. IVF-PQ's
+  quantised distances have no such bound: its candidates are first scored in float32 by faiss's
+  own dot products over the exact index's matrix (``fvec_inner_products_by_idx``: what
+  ``IndexRefineFlat`` computes, without a copy of the vectors) and cut at that band, so its
+  codes pick candidates and never rank them; its recall is set by how many it asks for more
+  than by ``nprobe``. IVF-Flat's ``2k`` candidates are all rescored (cheaper than the cut).
+  Harness search, 48 x 8-bit codes over clustered 384-d vectors, nprobe 16, one
   thread: R@10 against exact search at factors 2 / 5 / 10 / 20 / 50 was 0.42 / 0.64 / 0.80 /
   0.93 / 0.996 at 100k rows (0.10 / 0.11 / 0.14 / 0.19 / 0.32 ms a query) and 0.40 / 0.62 /
   0.79 / 0.92 / 0.997 at 1M (0.23 / 0.24 / 0.26 / 0.32 / 0.49 ms); nprobe 64 changed no recall
   by more than 0.001 (docs/scale.md).
 * **Batch == single, bit for bit.** HNSW walks each query on its own whatever the batch, so a
-  batch goes to faiss at once (its threads split the queries). A flat index and IVF's coarse
-  quantizer switch to BLAS for 20 or more queries, which rounds differently, so those kinds are
-  searched one query at a time.
+  batch goes to faiss at once (its threads split the queries). A flat index's batch goes to
+  faiss at once too, though faiss rounds a batch's scores differently from one query's: its
+  ``2k`` candidates only choose, and when the last of them is still within the rounding band of
+  the k-th best (more than ``2k`` near-ties at the cut, where another rounding could have
+  returned other rows), that query is answered by the exact index instead. So ``flat``'s results
+  are always exactly the exact index's, whatever the batch (tested with ties). IVF's coarse
+  quantizer is an ``IndexFlatIP`` too, and which lists a query probes cannot be checked that
+  way: faiss 1.15 gave other last bits for a query in any batch of 2 or more than alone, which
+  can probe another list at a near tie, so IVF kinds give faiss one query per call.
+* **Threads.** faiss's OpenMP threads for a call are :attr:`FaissVectorIndex.threads` (None:
+  the process's, which the harness limits to ``run.latency.blas_threads`` while it times
+  queries, through threadpoolctl) but never more than the call's queries: one query on two
+  threads only spins the second core.
 * **Masks** (scope, filters) go to faiss as an ``IDSelectorBitmap``: excluded rows are never
   returned. A search allowed at most ``k`` rows, or under 2% of the index
   (:data:`EXACT_FRACTION`), scores those rows exactly instead: a graph walk or a few lists would
@@ -44,7 +57,7 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
   part of the graph it reached).
 * :attr:`approximate` is True: the results may miss items of the exact top ``k`` (the harness
   reports ``ann_recall@10`` against exact search, viking_eval/run/ann_quality.py). ``flat`` is
-  included: it is exact up to float32 rounding at the cut.
+  included, though its results are the exact index's (see above).
 
 Files: ``index.faiss`` (faiss's format) and ``index.json`` (kind, rows, dim, settings, faiss
 version). Loading memory-maps the file for every kind with ``IO_FLAG_MMAP_IFC`` (faiss >= 1.11:
@@ -225,6 +238,8 @@ class FaissVectorIndex:
         self, *, ef_search: int | None = None, nprobe: int | None = None, refine_factor: int | None = None
     ) -> None:
         """ValueError naming the knob unless every given knob applies to this kind and fits it."""
+        if ef_search is None and nprobe is None and refine_factor is None:
+            return
         for name, value in (("ef_search", ef_search), ("nprobe", nprobe), ("refine_factor", refine_factor)):
             if value is None:
                 continue
@@ -277,7 +292,9 @@ class FaissVectorIndex:
         query, of length at most ``min(k, allowed rows)``."""
         k = check_positive_int(k, "k")
         self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
-        query_matrix = np.ascontiguousarray(check_queries(queries, self.dim))
+        query_matrix = check_queries(queries, self.dim)
+        if not query_matrix.flags.c_contiguous:
+            query_matrix = np.ascontiguousarray(query_matrix)
         n_queries = query_matrix.shape[0]
         allowed = None if mask is None else check_mask(mask, self.size)
         n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
@@ -300,14 +317,17 @@ class FaissVectorIndex:
             scores = self._float32_scores(query_matrix, labels)
         # float32 inner products are within the exact index's rounding band of its scores, so a
         # candidate below the k-th best float32 score minus the band cannot reach the top k
-        bands = self.exact.rounding_bands(query_matrix)
+        # (2k candidates, IVF-Flat's, cost less to rescore than to cut)
+        cut = self.kind == "flat" or fetch > 2 * length
+        bands = self.exact.rounding_bands(query_matrix) if cut else None
         candidates = []
         incomplete = []
         for i in range(n_queries):
-            present = labels[i] >= 0
-            rows, values = labels[i][present], scores[i][present]
-            # IVF-Flat's 2k candidates cost less to rescore than to cut
-            if rows.size > length and (self.kind == "flat" or rows.size > 2 * length):
+            rows, values = labels[i], scores[i]
+            if rows[-1] < 0:  # faiss fills the rows it did not find with -1, at the end
+                present = rows >= 0
+                rows, values = rows[present], values[present]
+            if bands is not None and rows.size > length:
                 kth = np.partition(values, rows.size - length)[rows.size - length]
                 if self.kind == "flat" and rows.size < n_allowed and values.min() >= kth - bands[i]:
                     # a row faiss did not return may score within the band of the k-th best

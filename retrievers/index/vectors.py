@@ -5,13 +5,15 @@ bit for bit), yet BLAS rounds ``Q @ V.T`` differently for different numbers of q
 one-query product goes to a GEMV kernel, a batch to GEMM, and threads split sums differently).
 So search runs in two stages:
 
-1. **Candidates from float32 BLAS scores**, whatever the batch shape: one GEMV per chunk of
-   rows for a single query (the matrix is streamed once: the physical floor), GEMM for a batch.
+1. **Candidates from float32 scores**, whatever the batch shape: for a single query one
+   ``np.einsum('ij,j->i')`` sum of products per chunk of rows (the matrix is streamed once at
+   the memory's speed: the physical floor; OpenBLAS 0.3.31's single-precision GEMV streamed at
+   half that speed on an AMD EPYC, 12 ms against 6.4 ms at 100k x 384), GEMM for a batch.
    For a float32 dot product of dimension ``d`` the rounding error is at most
    ``gamma_d * |q| * |v|`` with ``gamma_d = d u / (1 - d u)`` and ``u = 2^-24`` (Higham,
    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. 3.5), for any summation order.
    Every item whose float32 score is within twice that bound of the k-th best float32 score is a
-   candidate, so the candidates hold every item of the top k, however BLAS rounded.
+   candidate, so the candidates hold every item of the top k, however einsum or BLAS rounded.
 2. **Batch-invariant scores for the candidates**: each candidate row times the query, summed by
    numpy's pairwise summation row by row: the value depends only on that row and the query, never
    on the batch, and its error (``~log2(d) u``) is smaller than BLAS's. The band above covers
@@ -19,7 +21,9 @@ So search runs in two stages:
    asc) are returned.
 
 The corpus is walked in chunks of rows (a memory-mapped matrix is read once per batch), never
-building an ``n_queries x n_items`` matrix. Results follow the ranking order (score desc, row
+building an ``n_queries x n_items`` matrix; in a batch, one worker thread keeps a block's
+candidates while the next block's GEMM runs (blocks are collected in order, so the candidates
+are the same as in one thread). Results follow the ranking order (score desc, row
 asc; :mod:`retrievers.ranking`); masked-out items are left out.
 """
 
@@ -293,6 +297,11 @@ class ExactVectorIndex:
 def check_queries(queries: npt.ArrayLike, dim: int) -> Float32Array:
     """``queries`` as a float32 ``(n_queries, dim)`` matrix (one vector of ``dim`` is one
     query), or ValueError: another shape, values that are not real numbers, NaN or infinity."""
+    if isinstance(queries, np.ndarray) and queries.dtype == np.float32 and queries.shape[-1:] == (dim,):
+        # the common case (an embedder's output), checked in a few microseconds
+        matrix = queries[None, :] if queries.ndim == 1 else queries
+        if matrix.ndim == 2 and np.isfinite(matrix).all():
+            return matrix
     array = np.asarray(queries)
     if array.ndim == 1:
         array = array[None, :]
