@@ -296,7 +296,7 @@ def main() -> None:
         with_ann = ann_sizes is None or n_rows in ann_sizes
         data = Corpus(n_rows, ann=with_ann)
         print(
-            f"{label(n_rows)}: ready in {time.perf_counter() - started:.0f} s (nlist {data.nlist})",
+            f"{label(n_rows)}: ready in {time.perf_counter() - started:.0f} s",
             flush=True,
         )
         entry: dict[str, Any] = {"one_query_ms": one_query(data, args.rounds, args.queries)}

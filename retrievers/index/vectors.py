@@ -149,25 +149,23 @@ class ExactVectorIndex:
             empty = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
             return [empty for _ in range(n_queries)]
         bands = self.rounding_bands(query_matrix)
-        found_rows: list[list[IndexArray]] = [[] for _ in range(n_queries)]
-        found_scores: list[list[Float32Array]] = [[] for _ in range(n_queries)]
+        parts: list[tuple[IndexArray, IndexArray, Float32Array]] = []
         steps = self._steps(query_matrix, allowed, chunk_size)
         if n_queries == 1:
             for start, first, scores in steps:
-                self._collect(scores, start, first, length, bands, found_rows, found_scores)
+                parts.append(self._collect(scores, start, first, length, bands))
         else:
             # a batch: the next block's GEMM runs while one worker keeps the previous block's
             # candidates (numpy releases the GIL); blocks are collected in order, one at a time
             with ThreadPoolExecutor(max_workers=1) as worker:
-                pending: Future[None] | None = None
+                pending: Future[tuple[IndexArray, IndexArray, Float32Array]] | None = None
                 for start, first, scores in steps:
                     if pending is not None:
-                        pending.result()
-                    pending = worker.submit(
-                        self._collect, scores, start, first, length, bands, found_rows, found_scores
-                    )
+                        parts.append(pending.result())
+                    pending = worker.submit(self._collect, scores, start, first, length, bands)
                 if pending is not None:
-                    pending.result()
+                    parts.append(pending.result())
+        found_rows, found_scores = _by_query(parts, n_queries)
         return self._rescore(query_matrix, found_rows, found_scores, length, bands)
 
     def _steps(
@@ -200,20 +198,16 @@ class ExactVectorIndex:
 
     @staticmethod
     def _collect(
-        scores: Float32Array,
-        start: int,
-        first: int,
-        length: int,
-        bands: npt.NDArray[np.float64],
-        found_rows: list[list[IndexArray]],
-        found_scores: list[list[Float32Array]],
-    ) -> None:
-        """Keep, for each query of a block, the chunk's items that may be in its top ``length``.
+        scores: Float32Array, start: int, first: int, length: int, bands: npt.NDArray[np.float64]
+    ) -> tuple[IndexArray, IndexArray, Float32Array]:
+        """The block's items that may be in their query's top ``length``: (query, row, float32
+        score) arrays, by query then row.
 
         Any item below (a lower bound of the chunk's k-th best score) minus the band cannot be.
         The k-th best of every ``_SAMPLE``-th item is such a bound (a subset's k-th best is never
-        above the whole's) and costs a partition of an eighth of the row; the items above it
-        (about ``_SAMPLE * length``) are then cut at their own k-th best."""
+        above the whole's) and costs a partition of a part of the row; the items above it (about
+        ``_SAMPLE * length`` a query) are cut again at their k-th best over every chunk when
+        rescored."""
         n_queries, n_items = scores.shape
         sample = scores[:, ::_SAMPLE] if n_items >= _SAMPLE * max(length, _MIN_SAMPLE) else scores
         width = sample.shape[1]
@@ -230,12 +224,7 @@ class ExactVectorIndex:
         if not finite.all():
             flat, values = flat[finite], values[finite]
         owners, cols = np.divmod(flat, n_items)
-        edges = np.searchsorted(owners, np.arange(n_queries + 1)).tolist()
-        for offset in range(n_queries):
-            low, high = edges[offset], edges[offset + 1]
-            if low < high:
-                found_rows[first + offset].append(cols[low:high] + start)
-                found_scores[first + offset].append(values[low:high])
+        return owners + first, cols + start, values
 
     def _rescore(
         self,
@@ -292,6 +281,30 @@ class ExactVectorIndex:
             stop = min(start + chunk_size, self.size)
             out[start:stop] = self._vectors[start:stop] @ vector
         return out
+
+
+def _by_query(
+    parts: list[tuple[IndexArray, IndexArray, Float32Array]], n_queries: int
+) -> tuple[list[list[IndexArray]], list[list[Float32Array]]]:
+    """Each query's candidate rows and scores from the blocks' (query, row, score) arrays, in
+    block order (so by row within a query): one array of each per query with candidates."""
+    found_rows: list[list[IndexArray]] = [[] for _ in range(n_queries)]
+    found_scores: list[list[Float32Array]] = [[] for _ in range(n_queries)]
+    if not parts:
+        return found_rows, found_scores
+    owners = np.concatenate([part[0] for part in parts])
+    rows = np.concatenate([part[1] for part in parts])
+    values = np.concatenate([part[2] for part in parts])
+    if n_queries > 1:
+        order = np.argsort(owners, kind="stable")
+        owners, rows, values = owners[order], rows[order], values[order]
+    edges = np.searchsorted(owners, np.arange(n_queries + 1)).tolist()
+    for query in range(n_queries):
+        low, high = edges[query], edges[query + 1]
+        if low < high:
+            found_rows[query].append(rows[low:high])
+            found_scores[query].append(values[low:high])
+    return found_rows, found_scores
 
 
 def check_queries(queries: npt.ArrayLike, dim: int) -> Float32Array:
