@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.hierarchical.convergence import warn_if_few_rounds
 from retrievers.hierarchical.intent import (
     ContextType,
     IntentAnalyzer,
@@ -74,6 +75,7 @@ class HierarchicalRetriever(KernelRetriever):
             self.index, self.reranker if thinking else None, self.params.rerank_timeout
         )
         self._scopes: dict[ContextType | None, Scope] = {None: self.index.scope(self.mask)}
+        warn_if_few_rounds(self.params.max_convergence_rounds, int(self._scopes[None].leaves.size))
 
     def _scope(self, context_type: ContextType | None) -> Scope:
         """Nodes in scope, narrowed to one context type's roots (None = every root)."""

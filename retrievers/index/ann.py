@@ -15,36 +15,33 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
 
 :meth:`FaissVectorIndex.search` keeps :meth:`ExactVectorIndex.search`'s contract:
 
-* **Scores and order.** faiss only chooses candidates; they are scored again exactly as the
-  exact index scores them (float32 products, numpy's pairwise sum per row: the same value in
-  any batch), and the top ``k`` are returned by (score desc, row asc). faiss is asked for
-  ``max(k, efSearch)`` candidates from HNSW (its walk keeps ``efSearch`` candidates, whatever
-  k, and offers every node it scores to the result list, so this costs nothing), ``2k`` from
-  IVF-Flat and flat (scanning the probed lists costs the same for any heap size) and
-  ``refine_factor x k`` from IVF-PQ (:data:`DEFAULT_REFINE_FACTOR` = 10 unless the search says
-  otherwise). Those whose faiss score is within the exact index's float32 rounding band of
-  faiss's k-th best are rescored (usually little more than k; the others cannot enter the top
-  k): a duplicate document at the cut then loses to its lower row as everywhere else. IVF-PQ's
-  quantised distances have no such bound, so all its candidates are rescored: they pick
-  candidates and never rank them, and its recall is set by how many it asks for more than by
-  ``nprobe``. Harness search, 48 x 8-bit codes over clustered 384-d vectors, nprobe 16, one
-  thread: R@10 against exact search at factors 2 / 5 / 10 / 20 / 50 was 0.42 / 0.64 / 0.80 /
-  0.93 / 0.996 at 100k rows (0.10 / 0.11 / 0.14 / 0.19 / 0.32 ms a query) and 0.40 / 0.62 /
-  0.79 / 0.92 / 0.997 at 1M (0.23 / 0.24 / 0.26 / 0.32 / 0.49 ms); nprobe 64 changed no recall
-  by more than 0.001 (docs/scale.md).
-* **Batch == single, bit for bit.** HNSW walks each query on its own whatever the batch, so a
-  batch goes to faiss at once (its threads split the queries). A flat index and IVF's coarse
-  quantizer switch to BLAS for 20 or more queries, which rounds differently, so those kinds are
-  searched one query at a time.
+* **Scores and order.** faiss only chooses candidates: ``max(k, efSearch)`` from HNSW (its walk
+  keeps ``efSearch`` whatever k), ``2k`` from IVF-Flat and flat, ``refine_factor x k`` from
+  IVF-PQ (:data:`DEFAULT_REFINE_FACTOR` unless the search says otherwise). Those whose float32
+  score is within the exact index's rounding band of the k-th best are scored again exactly as
+  the exact index scores them (float32 products, numpy's pairwise sum per row: the same value in
+  any batch; the others cannot enter the top k), and the top ``k`` are returned by (score desc,
+  row asc). IVF-PQ's quantised distances have no such bound: its candidates are first scored in
+  float32 by faiss's dot products over the exact index's matrix (what ``IndexRefineFlat``
+  computes, without a copy), so the codes only choose and its recall is set by how many it asks
+  for more than by ``nprobe`` (docs/scale.md). IVF-Flat's ``2k`` are all rescored (cheaper).
+* **Batch == single, bit for bit.** HNSW walks each query on its own, so a batch goes to faiss
+  at once. So does flat's, though faiss rounds a batch differently from one query: its ``2k``
+  candidates only choose, and a query whose last candidate is still within the band of the
+  k-th best (more than ``2k`` near-ties at the cut) is answered by the exact index instead, so
+  flat's results are always the exact index's. IVF's coarse quantizer (an ``IndexFlatIP``) gave
+  other last bits for a query in any batch of 2+ than alone (faiss 1.15), which can probe another
+  list at a near tie and cannot be checked afterwards: IVF gives faiss one query per call.
+* **Threads.** A faiss call runs on :attr:`FaissVectorIndex.threads` OpenMP threads (None: the
+  process's, which the harness limits with threadpoolctl while it times queries) but never more
+  than its queries (one query on two threads only spins the second core).
 * **Masks** (scope, filters) go to faiss as an ``IDSelectorBitmap``: excluded rows are never
   returned. A search allowed at most ``k`` rows, or under 2% of the index
   (:data:`EXACT_FRACTION`), scores those rows exactly instead: a graph walk or a few lists would
   find few of them, and scoring them all costs less than the walk.
-* **k larger than the index** returns every allowed row (faiss's HNSW would return only the
-  part of the graph it reached).
+* **k larger than the index** returns every allowed row (HNSW would return what its walk reached).
 * :attr:`approximate` is True: the results may miss items of the exact top ``k`` (the harness
-  reports ``ann_recall@10`` against exact search, viking_eval/run/ann_quality.py). ``flat`` is
-  included: it is exact up to float32 rounding at the cut.
+  reports ``ann_recall@10``, viking_eval/run/ann_quality.py); ``flat`` too, though it never does.
 
 Files: ``index.faiss`` (faiss's format) and ``index.json`` (kind, rows, dim, settings, faiss
 version). Loading memory-maps the file for every kind with ``IO_FLAG_MMAP_IFC`` (faiss >= 1.11:
@@ -56,11 +53,9 @@ built over other embeddings of the same shape: ``index.json`` keeps ``vectors_sh
 fingerprint of the matrix, :func:`vectors_fingerprint`) is refused with one line that says to
 rebuild. A file saved before the fingerprint existed is checked by row count, dimension and kind.
 
-Settings that cannot fit the vectors (more IVF lists than rows, ``pq_m`` not dividing the
-dimension, fewer training rows than ``2^pq_bits``) are refused by
-:func:`~retrievers.store.vector_index_config.check_vector_settings` with the key to change; the
-harness calls it before it embeds anything. Candidates are scored by
-:func:`~retrievers.index.rescore.rescore`.
+Settings that cannot fit the vectors are refused by
+:func:`~retrievers.store.vector_index_config.check_vector_settings` with the key to change,
+before the harness embeds anything. Candidates are cut and scored by :mod:`retrievers.index.rescore`.
 
 faiss is imported when an index is built or loaded, never by ``import retrievers``.
 """
@@ -78,7 +73,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.rescore import rescore
+from retrievers.index.rescore import band_candidates, float32_scores, rescore
 from retrievers.index.vectors import ExactVectorIndex, Hits, check_queries
 from retrievers.ranking import check_mask, check_positive_int
 
@@ -190,6 +185,8 @@ class FaissVectorIndex:
         #: what the index was built with (the store's vector_index settings, resolved), for reports
         self.settings = dict(settings)
         self.mmapped = False
+        self.threads: int | None = None  #: faiss's OpenMP threads (None: the process's; omp_threads)
+        self._parameter_cache: dict[tuple[int | None, int | None], Any] = {}
         if int(index.ntotal) != exact.size or int(index.d) != exact.dim:
             raise ValueError(
                 f"faiss index holds {index.ntotal} vectors of dimension {index.d}; the embeddings are "
@@ -221,6 +218,8 @@ class FaissVectorIndex:
         self, *, ef_search: int | None = None, nprobe: int | None = None, refine_factor: int | None = None
     ) -> None:
         """ValueError naming the knob unless every given knob applies to this kind and fits it."""
+        if ef_search is None and nprobe is None and refine_factor is None:
+            return
         for name, value in (("ef_search", ef_search), ("nprobe", nprobe), ("refine_factor", refine_factor)):
             if value is None:
                 continue
@@ -273,7 +272,9 @@ class FaissVectorIndex:
         query, of length at most ``min(k, allowed rows)``."""
         k = check_positive_int(k, "k")
         self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
-        query_matrix = np.ascontiguousarray(check_queries(queries, self.dim))
+        query_matrix = check_queries(queries, self.dim)
+        if not query_matrix.flags.c_contiguous:
+            query_matrix = np.ascontiguousarray(query_matrix)
         n_queries = query_matrix.shape[0]
         allowed = None if mask is None else check_mask(mask, self.size)
         n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
@@ -291,44 +292,75 @@ class FaissVectorIndex:
             fetch = (refine_factor if refine_factor is not None else DEFAULT_REFINE_FACTOR) * k
         fetch = min(fetch, n_allowed)
         parameters = self._parameters(allowed, ef_search, nprobe)
-        if self.kind == "hnsw":
-            scores, labels = self._index.search(query_matrix, fetch, params=parameters)
-        else:
-            found = [
-                self._index.search(query_matrix[i : i + 1], fetch, params=parameters)
-                for i in range(n_queries)
+        scores, labels = self._faiss_search(query_matrix, fetch, parameters)
+        if self.kind == "ivf_pq":  # quantised scores only choose: score the candidates in float32
+            scores = float32_scores(_faiss(), self.exact.vectors, query_matrix, labels)
+        # (2k candidates, IVF-Flat's, cost less to rescore than to cut at the band)
+        cut = self.kind == "flat" or fetch > 2 * length
+        bands = self.exact.rounding_bands(query_matrix) if cut else None
+        candidates, incomplete = band_candidates(
+            labels, scores, bands, length, n_allowed if self.kind == "flat" else None
+        )
+        results = rescore(self.exact.vectors, query_matrix, candidates, length)
+        if incomplete:
+            exact_hits = self.exact.search(query_matrix[incomplete], length, mask=allowed)
+            for i, hits in zip(incomplete, exact_hits, strict=True):
+                results[i] = hits
+        return results
+
+    def _faiss_search(
+        self, query_matrix: Float32Array, fetch: int, parameters: Any
+    ) -> tuple[Float32Array, npt.NDArray[np.int64]]:
+        """faiss's scores and rows, ``(n_queries, fetch)`` each: the batch in one call (HNSW,
+        flat) or one query a call (IVF), on :meth:`omp_threads` threads."""
+        faiss = _faiss()
+        n_queries = query_matrix.shape[0]
+        block = n_queries if self.kind in ("flat", "hnsw") else 1
+        before = int(faiss.omp_get_max_threads())
+        wanted = self.omp_threads(min(block, n_queries), before)  # per faiss call
+        if wanted != before:
+            faiss.omp_set_num_threads(wanted)
+        try:
+            parts = [
+                self._index.search(query_matrix[first : first + block], fetch, params=parameters)
+                for first in range(0, n_queries, block)
             ]
-            scores = np.vstack([values for values, _ in found])
-            labels = np.vstack([rows for _, rows in found])
-        # faiss's float32 inner products are within the exact index's rounding band of the exact
-        # scores, so a candidate below faiss's k-th best minus the band cannot reach the top k;
-        # IVF-PQ's scores are quantised (no such bound): all its candidates are rescored
-        bands = None if self.kind == "ivf_pq" else self.exact.rounding_bands(query_matrix)
-        candidates = []
-        for i in range(n_queries):
-            present = labels[i] >= 0
-            rows, values = labels[i][present].astype(np.int64), scores[i][present]
-            if bands is not None and rows.size > length:
-                kth = np.partition(values, rows.size - length)[rows.size - length]
-                rows = rows[values >= kth - bands[i]]
-            candidates.append(rows)
-        return rescore(self.exact.vectors, query_matrix, candidates, length)
+        finally:
+            if wanted != before:
+                faiss.omp_set_num_threads(before)
+        if len(parts) == 1:
+            return parts[0]  # type: ignore[no-any-return]
+        return np.vstack([values for values, _ in parts]), np.vstack([rows for _, rows in parts])
+
+    def omp_threads(self, n_queries: int, available: int) -> int:
+        """:attr:`threads` (None: ``available``) but no more than ``n_queries`` (module docstring)."""
+        return max(1, min(available if self.threads is None else self.threads, n_queries))
 
     def _parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
         """faiss SearchParameters: the selector of allowed rows and this call's knob."""
+        if self.kind == "hnsw" and ef_search is None:
+            ef_search = int(self._index.hnsw.efSearch)
+        elif self.kind in ("ivf_flat", "ivf_pq") and nprobe is None:
+            nprobe = int(self._index.nprobe)
+        if allowed is None:
+            key = (ef_search, nprobe)
+            cached = self._parameter_cache.get(key)
+            if cached is None:
+                cached = self._parameter_cache[key] = self._make_parameters(None, ef_search, nprobe)
+            return cached
+        return self._make_parameters(allowed, ef_search, nprobe)
+
+    def _make_parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
         faiss = _faiss()
         selector = None
         if allowed is not None:
             bits = np.packbits(allowed, bitorder="little")  # faiss: bit i & 7 of byte i >> 3
             selector = faiss.IDSelectorBitmap(self.size, faiss.swig_ptr(bits))
             selector.referenced_bits = bits  # keep the buffer alive as long as the selector
-        if self.kind == "hnsw":
-            ef = ef_search if ef_search is not None else int(self._index.hnsw.efSearch)
-            parameters = faiss.SearchParametersHNSW(efSearch=ef)
+        if self.kind == "hnsw":  # the knobs are resolved by _parameters
+            parameters = faiss.SearchParametersHNSW(efSearch=ef_search)
         elif self.kind in ("ivf_flat", "ivf_pq"):
-            parameters = faiss.SearchParametersIVF(
-                nprobe=nprobe if nprobe is not None else int(self._index.nprobe)
-            )
+            parameters = faiss.SearchParametersIVF(nprobe=nprobe)
         else:
             parameters = faiss.SearchParameters()
         if selector is not None:
