@@ -7,8 +7,12 @@ must be equal document by document. Condorcet, whose ranx result depends on the 
 set where the majority leaves pairs unordered, is checked on a case the majority orders fully.
 Plus hand-computed values and the refusals.
 
-ranx compiles with numba the first time (minutes on 2 busy cores); its cache goes to a folder
-under the system's temporary folder, never beside the installed package."""
+ranx's functions are numba-compiled; compiling them takes minutes of CPU the first time, longer
+than running them as plain Python on these small runs (about 20 s). So this module turns numba's
+JIT off (``NUMBA_DISABLE_JIT=1``, read when numba is first imported, and nothing imports it
+before ranx here): ranx's own code, interpreted, is the reference. Set ``NUMBA_DISABLE_JIT=0`` to
+check the compiled functions (their cache goes under the system's temporary folder, never beside
+the installed package)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from typing import Any
 
 import pytest
 
+os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "viking_eval_numba_cache"))
 
 from retrievers.fusion import METHODS, SUPERVISED, fuse_legs, fuse_runs, train
