@@ -42,6 +42,10 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["VIKING_EVAL_DOWNLOAD"] = "never"  # viking_eval never fetches a missing dataset here
+# ranx (the fusion reference in test_fusion_methods.py) is numba code: compiling it costs minutes
+# of CPU, running it as plain Python on the small test runs seconds. numba reads this when first
+# imported and again later, so it is set here, before any test module imports anything.
+os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 from viking_eval.data import DATA_ENV, data_search_path
 
@@ -226,11 +230,17 @@ def shared_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of the session's shared cache (see ``shared_cache``); module fixtures that
     start a subprocess pass it as ``VIKING_EVAL_CACHE``. A session temporary folder, unless
     ``VIKING_EVAL_TEST_CACHE`` names a folder to keep it in across sessions (then the real-model
-    tests reuse the vectors an earlier session embedded; never set it to the user's cache)."""
+    tests reuse the vectors an earlier session embedded; never set it to the user's cache). Under
+    pytest-xdist the workers of one session share one folder (entries are written atomically, so
+    two workers embedding the same texts at once both write the same finished file)."""
     kept = os.environ.get(TEST_CACHE_ENV, "").strip()
     if kept:
         folder = Path(kept).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one folder for every worker of this session
+        folder = tmp_path_factory.getbasetemp().parent / "shared_cache"
+        folder.mkdir(exist_ok=True)
         return folder
     return tmp_path_factory.mktemp("shared_cache")
 

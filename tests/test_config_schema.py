@@ -272,7 +272,7 @@ def test_hydra_mistakes_are_one_line() -> None:
     assert "quickstart, smoke (conf/experiment/)" in _error("experiment=quickstrat").line()
     assert _error("dataset=nope").line().startswith("dataset: no option 'nope'; the options are: adi, cisi")
     assert _error("run.foo=1").line() == (
-        "run.foo: no such key; run has: top_k, batch_size, metrics, latency, resume, baseline, significance"
+        "run.foo: no such key; run has: top_k, batch_size, metrics, latency, resume, baseline, significance, redundancy"
     )
     assert _error("retrievers.dense.rerank_depth=5").line() == (
         "retrievers.dense.rerank_depth: is not set by the config: add it with +retrievers.dense.rerank_depth=<value>"

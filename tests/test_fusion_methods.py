@@ -8,9 +8,9 @@ set where the majority leaves pairs unordered, is checked on a case the majority
 Plus hand-computed values and the refusals.
 
 ranx's functions are numba-compiled; compiling them takes minutes of CPU the first time, longer
-than running them as plain Python on these small runs (about 20 s). So this module turns numba's
-JIT off (``NUMBA_DISABLE_JIT=1``, read when numba is first imported, and nothing imports it
-before ranx here): ranx's own code, interpreted, is the reference. Set ``NUMBA_DISABLE_JIT=0`` to
+than running them as plain Python on these small runs (about 20 s). So the tests run with numba's
+JIT off (``NUMBA_DISABLE_JIT=1``, set in conftest.py before anything imports numba, which reads
+it at import and again later): ranx's own code, interpreted, is the reference. Set ``NUMBA_DISABLE_JIT=0`` to
 check the compiled functions (their cache goes under the system's temporary folder, never beside
 the installed package)."""
 
@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "viking_eval_numba_cache"))
 
 from retrievers.fusion import METHODS, SUPERVISED, fuse_legs, fuse_runs, train

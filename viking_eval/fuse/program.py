@@ -32,9 +32,9 @@ from viking_eval.config import Settings
 from viking_eval.config.errors import ConfigError
 from viking_eval.data import BeirDataset
 from viking_eval.data.splits import load_for_phase
-from viking_eval.files import write_json, write_text
 from viking_eval.fuse.optimise import Candidate, describe, grid_search, optuna_search
 from viking_eval.measures.metrics import Metric, evaluate
+from viking_eval.results import run_folder
 
 __all__ = ["fuse_program", "read_runs"]
 
@@ -217,15 +217,12 @@ def fuse_program(settings: Settings, output_dir: Path) -> int:
         "runs": list(options.runs or ()),
         "metrics": table,
     }
-    output_dir.mkdir(parents=True, exist_ok=True)
-    write_json(output_dir / "fuse.json", result)
     lines = [
         f"{q} Q0 {doc} {rank} {score:.10g} {fused_label}"
         for q in sorted(fused)
         for rank, (doc, score) in enumerate(ranked(fused[q]), start=1)
     ]
-    (output_dir / "runs").mkdir(exist_ok=True)
-    write_text(output_dir / "runs" / "fused.trec", "\n".join(lines) + ("\n" if lines else ""))
+    run_folder.write_fuse_result(output_dir, result, lines)
     print(
         f"fusion {options.method} ({options.norm}; {describe(chosen.weights, chosen.params)}), chosen on "
         f"{tune_choice.label} ({metric.name} {chosen.value:.4f}, {chosen.evaluated} candidates); "

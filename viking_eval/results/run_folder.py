@@ -78,6 +78,13 @@ def write_run(folder: Path, name: str, run: Mapping[str, Sequence[RetrievalResul
     files.write_text(folder / layout.RUNS / f"{name}.trec", "\n".join(lines) + ("\n" if lines else ""))
 
 
+def write_fuse_result(folder: Path, result: Mapping[str, Any], run_lines: Sequence[str]) -> None:
+    """What ``experiment=fuse`` writes (viking_eval/fuse/program.py): ``fuse.json`` (the method,
+    the chosen weights and every run's metrics) and the fused run, ``runs/fused.trec``."""
+    files.write_json(folder / "fuse.json", dict(result))
+    files.write_text(folder / layout.RUNS / "fused.trec", "\n".join(run_lines) + ("\n" if run_lines else ""))
+
+
 def read_rankings(folder: Path, name: str) -> dict[str, list[str]]:
     """``runs/<name>.trec`` as query id -> document ids in rank order (what answer metrics read)."""
     path = folder / layout.RUNS / f"{name}.trec"

@@ -30,8 +30,8 @@ from viking_eval.run.contract import check_batch, check_results
 from viking_eval.run.inputs import build_retriever, dataset_queries, wants_queries
 from viking_eval.run.latency import measure_latency
 from viking_eval.run.otel import export_spans, span_exporter
-from viking_eval.run.stages import SPAN_COLUMNS, span_rows
 from viking_eval.run.redundancy import Redundancy
+from viking_eval.run.stages import SPAN_COLUMNS, span_rows
 
 log = logging.getLogger(__name__)
 

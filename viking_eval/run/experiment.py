@@ -99,7 +99,9 @@ def run_experiment(
             half=settings.dataset.half,
         )
         on_reported_split = split_choice.on_reported_split
-    check_answer_settings(settings.answers, settings.llm, dataset, output_dir is not None)  # before any retrieval
+    check_answer_settings(
+        settings.answers, settings.llm, dataset, output_dir is not None
+    )  # before any retrieval
     configured = [spec for spec in settings.retrievers if spec.name not in built]
     embedder: Embedder | None = None
     stores: StoreLoader | None = None

@@ -14,6 +14,7 @@ that is not a kernel retriever is one ``own`` part: everything reachable from it
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -56,12 +57,14 @@ class _Counter:
             return self.array(value)
         if depth > _MAX_DEPTH or id(value) in self.seen_objects:
             return 0
-        if value is None or isinstance(value, str | bytes | int | float | bool | type):
-            return 0
+        if value is None or isinstance(value, str | bytes | int | float | bool | type | ModuleType):
+            return 0  # a module's attributes are never a retriever's own index
         if skip_store and isinstance(value, ContextStore):
             return 0
         self.seen_objects.add(id(value))
-        if isinstance(getattr(value, "ntotal", None), int) and "faiss" in type(value).__module__:
+        # the module first: getattr on an arbitrary object can run code (ctypes' library loader
+        # loads a library named after the attribute)
+        if "faiss" in type(value).__module__ and isinstance(getattr(value, "ntotal", None), int):
             return faiss_bytes(value)
         if isinstance(value, dict):
             items = list(value.values())
