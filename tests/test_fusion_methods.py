@@ -1,6 +1,6 @@
 """Every fusion method and normalisation of retrievers.fusion (runs.py, methods.py, norms.py,
 supervised.py) against ranx.fuse, the independent reference, on real runs: BM25 and TF-IDF dense
-from the project's own retrievers on ADI and MedLine (every query, depth 100). Ties: ranx orders a
+from the project's own retrievers on ADI, CISI and MedLine (every query, depth 100). Ties: ranx orders a
 leg's tied scores its own way and we by doc id, so each leg's scores are first made distinct by
 subtracting 1e-12 x its position in our order (the same input for both); then the fused scores
 must be equal document by document. Condorcet, whose ranx result depends on the order of a Python
@@ -55,7 +55,7 @@ def _qrels(folder: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-@pytest.fixture(scope="module", params=["adi", "medline"])
+@pytest.fixture(scope="module", params=["adi", "cisi", "medline"])
 def legs(
     request: pytest.FixtureRequest, shared_datasets: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[list[Run], dict[str, dict[str, int]]]:
