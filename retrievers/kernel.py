@@ -276,6 +276,8 @@ class KernelRetriever:
             store.allowed if chosen is None or chosen.is_empty else filter_mask(store, chosen)
         )
         check_vector_knobs(params, store, type(self).__name__, self.uses_embedder())
+        if isinstance(store.backend, SearchBackend) and self.uses_embedder():
+            store.backend.check_scope(self.mask is not None)  # a filter it cannot express: refused now
         self.setup()
 
     @classmethod

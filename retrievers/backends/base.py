@@ -159,6 +159,10 @@ class SearchBackend(ABC):
                 f"store.backend_index={self.index} ({has})"
             )
 
+    def check_scope(self, scoped: bool) -> None:
+        """BackendError when this backend's vector search cannot filter and ``scoped`` (default:
+        every backend filters inside its search)."""
+
     @abstractmethod
     def write(self, store: ContextStore) -> bool:
         """Write ``store`` under its identity unless it is there already (then only check it);

@@ -128,6 +128,14 @@ class LibsqlBackend(SearchBackend):
         self._run(f"INSERT INTO {self.meta}(key, value) VALUES ('identity', ?)", [self.identity.to_json()])
         self.db.commit()  # one transaction: the identity is there only when everything is
 
+    def check_scope(self, scoped: bool) -> None:
+        if scoped and self.index == "vector_idx":
+            raise BackendError(
+                "store.backend=libsql with store.backend_index=vector_idx cannot filter inside its vector "
+                "search (vector_top_k takes no WHERE, and a top-k filtered afterwards is not the filtered "
+                "top-k); a scoped or filtered retriever needs store.backend_index=exact"
+            )
+
     @staticmethod
     def _scope(rows: IntArray | None, column: str) -> tuple[str, list[Any]]:
         if rows is None:
@@ -151,12 +159,7 @@ class LibsqlBackend(SearchBackend):
                 results.append(empty_hit())
                 continue
             if self.index == "vector_idx":
-                if rows is not None:
-                    raise BackendError(
-                        "store.backend=libsql with store.backend_index=vector_idx cannot filter inside its "
-                        "vector search (vector_top_k takes no WHERE); a scoped or filtered retriever needs "
-                        "store.backend_index=exact"
-                    )
+                self.check_scope(rows is not None)
                 found = self._run(
                     f"SELECT d.row, 1.0 - vector_distance_cos(d.emb, vector32(?)) FROM "
                     f"vector_top_k('{self.vidx}', vector32(?), ?) AS t JOIN {self.docs} AS d ON d.row = t.id",

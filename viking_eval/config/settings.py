@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from retrievers.params import ParamError, Params, param
+from retrievers.backends.config import BackendConfig
 from retrievers.store import StoreConfig
 from viking_eval.measures.metrics import Metric, MetricError, parse_metrics
 from viking_eval.measures.significance import SignificanceSettings
@@ -215,3 +216,5 @@ class Settings:
     gate: GateSettings = field(default_factory=GateSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
     benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
+    #: where the store's searches run (store.backend*; not part of the store or its key)
+    backend: BackendConfig = field(default_factory=BackendConfig)
