@@ -187,9 +187,7 @@ def search_vectors(
     store's search backend (retrievers/backends/) when it has one, ``mask`` its own filter."""
     if isinstance(store.backend, SearchBackend):
         rows = allowed_rows(mask, len(store))
-        return store.backend.vector_search(
-            queries, k, rows, ef_search=params.ef_search, nprobe=params.nprobe
-        )
+        return store.backend.vector_search(queries, k, rows, ef_search=params.ef_search, nprobe=params.nprobe)
     index = store.vectors
     if isinstance(index, FaissVectorIndex):
         return index.search(

@@ -36,8 +36,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from retrievers.http import EndpointError
 from retrievers.backends.base import BackendError, BackendLost
+from retrievers.http import EndpointError
 from viking_eval.config import ConfigError, Settings, check_sweep_objective, load_settings
 from viking_eval.config.compose import (
     BASIC_SWEEPER,

@@ -159,7 +159,7 @@ class SearchBackend(ABC):
                 f"store.backend_index={self.index} ({has})"
             )
 
-    def check_scope(self, scoped: bool) -> None:
+    def check_scope(self, scoped: bool) -> None:  # noqa: B027 - optional
         """BackendError when this backend's vector search cannot filter and ``scoped`` (default:
         every backend filters inside its search)."""
 

@@ -28,7 +28,7 @@ class BackendKeywords(BM25Index):
     """``search`` and ``scores`` of :class:`BM25Index`, answered by a backend's keyword search
     (its own scoring: FTS5 ``bm25()``, ``ts_rank_cd``, Qdrant sparse BM25)."""
 
-    def __init__(self, backend: SearchBackend, local: BM25Index) -> None:  # noqa: D107
+    def __init__(self, backend: SearchBackend, local: BM25Index) -> None:
         # the local index's settings describe the store; its postings are not searched
         self.params = dict(local.params)
         self.size = local.size

@@ -62,7 +62,9 @@ class LibsqlBackend(SearchBackend):
         self._error: type[Exception] = Exception
         self.location = location
         name = config.backend_name
-        self.docs, self.fts, self.meta, self.vidx = (f"{name}_{part}" for part in ("docs", "fts", "meta", "vidx"))
+        self.docs, self.fts, self.meta, self.vidx = (
+            f"{name}_{part}" for part in ("docs", "fts", "meta", "vidx")
+        )
         try:
             if location.startswith(("libsql://", "http://", "https://", "wss://")):
                 self.db: Any = libsql.connect(location, auth_token=os.environ.get(TOKEN_ENV, ""))
@@ -77,7 +79,9 @@ class LibsqlBackend(SearchBackend):
         try:
             rows: list[Any] = self.db.execute(sql, tuple(args)).fetchall()
         except Exception as error:
-            raise BackendLost(f"store.backend=libsql ({self.location}): {sql.split()[0]} failed: {error}") from None
+            raise BackendLost(
+                f"store.backend=libsql ({self.location}): {sql.split()[0]} failed: {error}"
+            ) from None
         return rows
 
     def _held(self) -> StoreIdentity | None:
@@ -94,7 +98,9 @@ class LibsqlBackend(SearchBackend):
         if held is None:
             self._write(store)
         if self.index == "vector_idx":
-            self._run(f"CREATE INDEX IF NOT EXISTS {self.vidx} ON {self.docs}(libsql_vector_idx(emb, 'metric=cosine'))")
+            self._run(
+                f"CREATE INDEX IF NOT EXISTS {self.vidx} ON {self.docs}(libsql_vector_idx(emb, 'metric=cosine'))"
+            )
             self.db.commit()
         return held is None
 
@@ -103,7 +109,9 @@ class LibsqlBackend(SearchBackend):
             self._run(f"DROP TABLE IF EXISTS {table}")
         dim = self.identity.dim
         vector = f", emb F32_BLOB({dim})" if dim else ""
-        self._run(f"CREATE TABLE {self.docs}(row INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, body TEXT NOT NULL{vector})")
+        self._run(
+            f"CREATE TABLE {self.docs}(row INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, body TEXT NOT NULL{vector})"
+        )
         self._run(
             f"CREATE VIRTUAL TABLE {self.fts} USING fts5(body, content='{self.docs}', content_rowid='row', "
             "tokenize='porter unicode61')"

@@ -47,7 +47,11 @@ TSQUERY = "replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')::tsquery"
 
 class PostgresBackend(SearchBackend):
     kind = "postgres"
-    KNOBS: ClassVar[dict[str, tuple[str, ...]]] = {"exact": (), "hnsw": ("ef_search",), "ivfflat": ("nprobe",)}
+    KNOBS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "exact": (),
+        "hnsw": ("ef_search",),
+        "ivfflat": ("nprobe",),
+    }
 
     def __init__(self, config: BackendConfig, identity: StoreIdentity, url: str) -> None:
         super().__init__(config, identity)
@@ -75,7 +79,9 @@ class PostgresBackend(SearchBackend):
             return list(cursor.fetchall()) if cursor.description is not None else []
         except psycopg.Error as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise BackendLost(f"store.backend=postgres ({self._shown}): {sql.split()[0]} failed: {first}") from None
+            raise BackendLost(
+                f"store.backend=postgres ({self._shown}): {sql.split()[0]} failed: {first}"
+            ) from None
 
     def _held(self) -> StoreIdentity | None:
         if not self._run("SELECT to_regclass(%s)", [self.meta])[0][0]:
@@ -101,7 +107,9 @@ class PostgresBackend(SearchBackend):
                 f"{vector}, tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED)"
             )
             columns = "row, doc_id, body" + (", emb" if dim else "")
-            with self.db.cursor().copy(f"COPY {self.docs} ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            with self.db.cursor().copy(
+                f"COPY {self.docs} ({columns}) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
                 copy.set_types(["int4", "text", "text", "vector"][: 4 if dim else 3])
                 step = 4096
                 for start in range(0, len(store), step):
@@ -133,11 +141,13 @@ class PostgresBackend(SearchBackend):
             options = f"(lists = {lists})"
             self._set("ivfflat.iterative_scan", "relaxed_order")  # rows re-ordered by score after
         method = "hnsw" if self.index == "hnsw" else "ivfflat"
-        self._run(f"CREATE INDEX IF NOT EXISTS {name} ON {self.docs} USING {method} (emb vector_ip_ops) WITH {options}")
+        self._run(
+            f"CREATE INDEX IF NOT EXISTS {name} ON {self.docs} USING {method} (emb vector_ip_ops) WITH {options}"
+        )
 
     def _set(self, name: str, value: str) -> None:
         if self._settings.get(name) != value:
-            self._run(f"SELECT set_config(%s, %s, false)", [name, value])
+            self._run("SELECT set_config(%s, %s, false)", [name, value])
             self._settings[name] = value
 
     def vector_search(
@@ -181,11 +191,11 @@ class PostgresBackend(SearchBackend):
     def keyword_scores(self, query: str) -> Float32Array:
         scores = np.zeros(self.identity.rows, dtype=np.float32)
         for row, score in self._run(
-            f"SELECT row, ts_rank_cd(tsv, q) FROM {self.docs}, (SELECT {TSQUERY} AS q) AS parsed WHERE tsv @@ q", [query]
+            f"SELECT row, ts_rank_cd(tsv, q) FROM {self.docs}, (SELECT {TSQUERY} AS q) AS parsed WHERE tsv @@ q",
+            [query],
         ):
             scores[int(row)] = score
         return scores
 
     def close(self) -> None:
         self.db.close()
-

@@ -107,16 +107,16 @@ class QdrantBackend(SearchBackend):
             if self._call("checking", "collection_exists", name):
                 self._call("dropping an unfinished write", "delete_collection", name)
         dim = self.identity.dim
-        dense = (
-            {"emb": models.VectorParams(size=dim, distance=models.Distance.DOT)} if dim else {}
-        )
+        dense = {"emb": models.VectorParams(size=dim, distance=models.Distance.DOT)} if dim else {}
         self._call(
             "creating the collection",
             "create_collection",
             self.docs,
             vectors_config=dense,
             sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
-            hnsw_config=models.HnswConfigDiff(m=self.config.backend_m, ef_construct=self.config.backend_ef_construction),
+            hnsw_config=models.HnswConfigDiff(
+                m=self.config.backend_m, ef_construct=self.config.backend_ef_construction
+            ),
         )
         k1, b = store.config.bm25.k1, store.config.bm25.b
         texts = [doc.full_text for doc in store.documents]
@@ -133,7 +133,9 @@ class QdrantBackend(SearchBackend):
                 vectors: dict[str, Any] = {"bm25": models.SparseVector(indices=ids, values=values)}
                 if dim:
                     vectors["emb"] = np.asarray(store.embeddings[row], dtype=np.float32).tolist()
-                points.append(models.PointStruct(id=row, vector=vectors, payload={"doc_id": store.doc_ids[row]}))
+                points.append(
+                    models.PointStruct(id=row, vector=vectors, payload={"doc_id": store.doc_ids[row]})
+                )
             self._call("writing points", "upsert", self.docs, points=points, wait=True)
         self._call(
             "creating the identity",
@@ -211,7 +213,13 @@ class QdrantBackend(SearchBackend):
                 results.append(empty_hit())
                 continue
             found = self._call(
-                "keyword search", "query_points", self.docs, query=vector, using="bm25", limit=k, query_filter=query_filter
+                "keyword search",
+                "query_points",
+                self.docs,
+                query=vector,
+                using="bm25",
+                limit=k,
+                query_filter=query_filter,
             )
             results.append(ordered_hit([(point.id, point.score) for point in found.points], k))
         return results
@@ -221,7 +229,12 @@ class QdrantBackend(SearchBackend):
         vector = self._sparse(query)
         if vector is not None:
             found = self._call(
-                "keyword scores", "query_points", self.docs, query=vector, using="bm25", limit=self.identity.rows
+                "keyword scores",
+                "query_points",
+                self.docs,
+                query=vector,
+                using="bm25",
+                limit=self.identity.rows,
             )
             for point in found.points:
                 scores[int(point.id)] = point.score

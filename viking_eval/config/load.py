@@ -14,8 +14,8 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from retrievers.params import ParamError, Params
 from retrievers.backends.config import BackendConfig
+from retrievers.params import ParamError, Params
 from retrievers.store import StoreConfig
 from viking_eval.config.errors import ConfigError, from_library_error
 from viking_eval.config.objects import build_object, instantiate_objects, is_retriever_config, target_class

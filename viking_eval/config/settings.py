@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from retrievers.params import ParamError, Params, param
 from retrievers.backends.config import BackendConfig
+from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
 from viking_eval.measures.metrics import Metric, MetricError, parse_metrics
 from viking_eval.measures.significance import SignificanceSettings

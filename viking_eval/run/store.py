@@ -115,7 +115,9 @@ class StoreLoader:
 
     def get(self) -> ContextStore:
         # a store served by a backend is another object than the local one (same content key)
-        memo_key = self.key if self.settings.backend.is_local else f"{self.key}:{self.settings.backend.to_dict()}"
+        memo_key = (
+            self.key if self.settings.backend.is_local else f"{self.key}:{self.settings.backend.to_dict()}"
+        )
         if self._store is None and memo_get(memo_key) is not None:
             # loaded by an earlier job of this process (Hydra's basic launcher runs a sweep in one process)
             self._store = memo_get(memo_key)
@@ -150,7 +152,11 @@ class StoreLoader:
                     default_location=self.cache.root / "backends" / self.key[:16],
                 )
                 self._store = attach(self._store, backend)
-                self.info["backend"] = {"kind": backend.kind, "index": backend.index, "name": self.settings.backend.backend_name}
+                self.info["backend"] = {
+                    "kind": backend.kind,
+                    "index": backend.index,
+                    "name": self.settings.backend.backend_name,
+                }
             memo_put(memo_key, self._store)
             self.info.update(
                 store_folder=str(folder),
