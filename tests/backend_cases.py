@@ -29,7 +29,24 @@ from retrievers.store import ContextStore, StoreConfig
 from retrievers.types import Document
 
 #: words every stemmer leaves as they are (porter, Snowball english), none a stopword
-WORDS = "cat dog fish bird tree rock river cloud sun moon star sea hill road car ship".split()
+WORDS = [
+    "cat",
+    "dog",
+    "fish",
+    "bird",
+    "tree",
+    "rock",
+    "river",
+    "cloud",
+    "sun",
+    "moon",
+    "star",
+    "sea",
+    "hill",
+    "road",
+    "car",
+    "ship",
+]
 QUERIES = ["cat dog", "river sun moon", "ship car road", "bird", "tree rock cloud star", "sea hill fish"]
 
 
@@ -126,15 +143,21 @@ class LocalKeywords(SearchBackend):
 
 
 def run(retriever: Any, queries: Sequence[str] = QUERIES, top_k: int = 10) -> list[list[tuple[str, float]]]:
-    return [[(r.doc_id, r.score) for r in results] for results in retriever.retrieve_batch(list(queries), top_k)]
+    return [
+        [(r.doc_id, r.score) for r in results] for results in retriever.retrieve_batch(list(queries), top_k)
+    ]
 
 
-def assert_same_runs(local: list[list[tuple[str, float]]], other: list[list[tuple[str, float]]], what: str) -> None:
+def assert_same_runs(
+    local: list[list[tuple[str, float]]], other: list[list[tuple[str, float]]], what: str
+) -> None:
     """Same rankings, scores within 1e-5."""
     assert len(local) == len(other), what
     for i, (a, b) in enumerate(zip(local, other, strict=True)):
         assert [doc for doc, _ in a] == [doc for doc, _ in b], f"{what}: query {i} ranks differently"
-        assert all(abs(x - y) <= 1e-5 for (_, x), (_, y) in zip(a, b, strict=True)), f"{what}: query {i} scores"
+        assert all(abs(x - y) <= 1e-5 for (_, x), (_, y) in zip(a, b, strict=True)), (
+            f"{what}: query {i} scores"
+        )
 
 
 def scoped(store: ContextStore) -> ContextStore:
@@ -171,8 +194,13 @@ def check_vector_leg(backend: SearchBackend, store: ContextStore, embedder: Tfid
         other = run(DenseRetriever(served, embedder, **params), top_k=12)
         assert_same_runs(local, other, f"dense filter={name}")
         if chosen is not None:  # a filtered top-k holds k allowed rows whenever k exist
-            allowed = {store.doc_ids[int(row)] for row in np.flatnonzero(DenseRetriever(store, embedder, filters=chosen).scope)}
-            assert all(len(hits) == min(12, len(allowed)) and {d for d, _ in hits} <= allowed for hits in other)
+            allowed = {
+                store.doc_ids[int(row)]
+                for row in np.flatnonzero(DenseRetriever(store, embedder, filters=chosen).scope)
+            }
+            assert all(
+                len(hits) == min(12, len(allowed)) and {d for d, _ in hits} <= allowed for hits in other
+            )
 
 
 def check_chunked(backend: SearchBackend, store: ContextStore, embedder: TfidfEmbedder) -> None:
@@ -180,7 +208,11 @@ def check_chunked(backend: SearchBackend, store: ContextStore, embedder: TfidfEm
     routed = attach(store, LocalKeywords(backend, store))
     for cls in (DenseRetriever, HybridRetriever, BM25Retriever):
         assert_same_runs(run(cls(store, embedder)), run(cls(routed, embedder)), f"chunked {cls.__name__}")
-    assert_same_runs(run(DenseRetriever(store, embedder)), run(DenseRetriever(attach(store, backend), embedder)), "chunked dense")
+    assert_same_runs(
+        run(DenseRetriever(store, embedder)),
+        run(DenseRetriever(attach(store, backend), embedder)),
+        "chunked dense",
+    )
 
 
 def hand_bm25(

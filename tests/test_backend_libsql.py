@@ -15,7 +15,6 @@ from backend_cases import (
     check_vector_leg,
     chunked_store,
     corpus,
-    embedder_for,
     family_store,
     fts5_idf,
     hand_bm25,
@@ -59,8 +58,12 @@ def test_keyword_leg_is_fts5_bm25_computed_by_hand(stores, tmp_path: Path) -> No
         assert got[1].tolist() == top(expected, 7)
         np.testing.assert_allclose(got[0], expected[got[1]], rtol=1e-6)
         np.testing.assert_allclose(served.bm25.scores(query), expected, rtol=1e-6, atol=1e-9)
-        filtered = BM25Retriever(served, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c2"}}))
-        assert [r.doc_id for r in filtered.retrieve(query, 7)] == [store.doc_ids[r] for r in top(expected, 7, mask)]
+        filtered = BM25Retriever(
+            served, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c2"}})
+        )
+        assert [r.doc_id for r in filtered.retrieve(query, 7)] == [
+            store.doc_ids[r] for r in top(expected, 7, mask)
+        ]
 
 
 def test_written_once_then_reused_and_other_stores_refused(stores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -101,22 +104,26 @@ def test_vector_index_is_searched_and_refuses_a_filter(stores, tmp_path: Path) -
     served = attach(store, backend)
     exact = DenseRetriever(store, embedder).retrieve_batch(QUERIES, 10)
     found = DenseRetriever(served, embedder).retrieve_batch(QUERIES, 10)
-    recall = np.mean([len({r.doc_id for r in a} & {r.doc_id for r in b}) / 10 for a, b in zip(exact, found, strict=True)])
+    recall = np.mean(
+        [len({r.doc_id for r in a} & {r.doc_id for r in b}) / 10 for a, b in zip(exact, found, strict=True)]
+    )
     assert recall >= 0.8 and all(len(hits) == 10 for hits in found)
     assert backend._run("SELECT name FROM sqlite_master WHERE name = 'viking_vidx'")
     with pytest.raises(BackendError, match="vector_idx cannot filter inside its vector search"):
-        DenseRetriever(served, embedder, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c1"}}))
-    with pytest.raises(ValueError, match="ef_search=8 does not apply to store.backend=libsql"):
+        DenseRetriever(
+            served, embedder, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c1"}})
+        )
+    with pytest.raises(ValueError, match=r"ef_search=8 does not apply to store\.backend=libsql"):
         DenseRetriever(served, embedder, ef_search=8)
 
 
 def test_bad_location_and_lost_database(stores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    store, embedder = stores[0]
+    store, _ = stores[0]
     (tmp_path / "dir.db").mkdir()
-    with pytest.raises(BackendError, match=r"store.backend=libsql: cannot open .*dir.db"):
+    with pytest.raises(BackendError, match=r"store\.backend=libsql: cannot open .*dir.db"):
         open_backend(BackendConfig(backend="libsql", backend_url=str(tmp_path / "dir.db")), store)
     backend = open_backend(config(tmp_path), store)
     served = attach(store, backend)
     backend.db.execute("DROP TABLE viking_fts")  # the database changed under a running service
-    with pytest.raises(BackendLost, match="store.backend=libsql"):
+    with pytest.raises(BackendLost, match=r"store\.backend=libsql"):
         BM25Retriever(served).retrieve("cat", 5)

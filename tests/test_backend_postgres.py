@@ -56,7 +56,9 @@ def stores():  # type: ignore[no-untyped-def]
 
 
 def config(url: str, name: str, **values: object) -> BackendConfig:
-    return BackendConfig.from_dict({"backend": "postgres", "backend_url": url, "backend_name": name, **values})
+    return BackendConfig.from_dict(
+        {"backend": "postgres", "backend_url": url, "backend_name": name, **values}
+    )
 
 
 def test_every_family_equals_the_local_run(server: str, stores) -> None:  # type: ignore[no-untyped-def]
@@ -76,7 +78,8 @@ def test_keyword_leg_is_ts_rank_cd_of_the_plain_words(server: str, stores) -> No
             expected = np.zeros(len(store), dtype=np.float32)
             for row, doc in enumerate(store.documents):
                 expected[row] = db.execute(
-                    "SELECT ts_rank_cd(to_tsvector('english', %s), to_tsquery('english', %s))", [doc.full_text, ors]
+                    "SELECT ts_rank_cd(to_tsvector('english', %s), to_tsquery('english', %s))",
+                    [doc.full_text, ors],
                 ).fetchone()[0]
             got = served.bm25.search([query], 8)[0]
             ranked = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda row: (-expected[row], row))[:8]
@@ -85,7 +88,9 @@ def test_keyword_leg_is_ts_rank_cd_of_the_plain_words(server: str, stores) -> No
             np.testing.assert_allclose(served.bm25.scores(query), expected, rtol=1e-6)
             allowed = store.metadata_mask("conversation", "c0")
             kept = [row for row in np.flatnonzero(expected > 0).tolist() if allowed[row]]
-            filtered = BM25Retriever(served, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c0"}}))
+            filtered = BM25Retriever(
+                served, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c0"}})
+            )
             assert [r.doc_id for r in filtered.retrieve(query, 8)] == [
                 store.doc_ids[row] for row in sorted(kept, key=lambda row: (-expected[row], row))[:8]
             ]
@@ -109,12 +114,12 @@ def test_ann_indexes_take_their_knobs(server: str, stores, index: str, knob: str
     local = DenseRetriever(store, embedder, filters=chosen).retrieve_batch(QUERIES, 10)
     assert [[r.doc_id for r in hits] for hits in filtered] == [[r.doc_id for r in hits] for hits in local]
     other = "nprobe" if knob == "ef_search" else "ef_search"
-    with pytest.raises(ParamError, match=f"{other}=3 does not apply to store.backend=postgres"):
+    with pytest.raises(ParamError, match=rf"{other}=3 does not apply to store.backend=postgres"):
         DenseRetriever(served, embedder, **{other: 3})
 
 
 def test_written_once_and_other_stores_refused(server: str, stores) -> None:  # type: ignore[no-untyped-def]
-    store, embedder = stores[0]
+    store, _ = stores[0]
     open_backend(config(server, "once"), store).close()
     again = open_backend(config(server, "once"), store)
     assert again.write(store) is False
@@ -126,7 +131,7 @@ def test_written_once_and_other_stores_refused(server: str, stores) -> None:  # 
 
 def test_unreachable_server_and_wrong_password(server: str, stores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store, _ = stores[0]
-    with pytest.raises(BackendError, match="store.backend=postgres: cannot connect to"):
+    with pytest.raises(BackendError, match=r"store\.backend=postgres: cannot connect to"):
         open_backend(config(f"postgresql://postgres@/postgres?host={tmp_path}", "x"), store)
     with psycopg.connect(server, autocommit=True) as db:
         db.execute("DROP ROLE IF EXISTS reader")
@@ -158,5 +163,5 @@ def test_lost_mid_run(server: str, stores) -> None:  # type: ignore[no-untyped-d
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
             "AND datname = current_database() AND backend_type = 'client backend'"
         )
-    with pytest.raises(BackendLost, match="store.backend=postgres"):
+    with pytest.raises(BackendLost, match=r"store\.backend=postgres"):
         retriever.retrieve("cat", 3)

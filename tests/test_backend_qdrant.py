@@ -50,7 +50,9 @@ def test_keyword_leg_is_bm25_with_qdrant_idf_computed_by_hand(stores, tmp_path: 
     store, _ = stores[0]
     served = attach(store, open_backend(config(tmp_path), store))
     bm25 = store.config.bm25
-    texts = tokenize([doc.full_text for doc in store.documents], stopwords=bm25.stopwords, stemmer=bm25.stemmer)
+    texts = tokenize(
+        [doc.full_text for doc in store.documents], stopwords=bm25.stopwords, stemmer=bm25.stemmer
+    )
     mask = store.metadata_mask("conversation", "c0")
     for query in QUERIES:
         terms = tokenize([query], stopwords=bm25.stopwords, stemmer=bm25.stemmer)[0]
@@ -59,8 +61,12 @@ def test_keyword_leg_is_bm25_with_qdrant_idf_computed_by_hand(stores, tmp_path: 
         assert got[1].tolist() == top(expected, 7)
         np.testing.assert_allclose(got[0], expected[got[1]], rtol=1e-5)
         np.testing.assert_allclose(served.bm25.scores(query), expected, rtol=1e-5, atol=1e-7)
-        filtered = BM25Retriever(served, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c0"}}))
-        assert [r.doc_id for r in filtered.retrieve(query, 7)] == [store.doc_ids[r] for r in top(expected, 7, mask)]
+        filtered = BM25Retriever(
+            served, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c0"}})
+        )
+        assert [r.doc_id for r in filtered.retrieve(query, 7)] == [
+            store.doc_ids[r] for r in top(expected, 7, mask)
+        ]
 
 
 def test_written_once_other_stores_refused_unfinished_redone(stores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -74,7 +80,9 @@ def test_written_once_other_stores_refused_unfinished_redone(stores, tmp_path: P
     assert redone.client.count("viking_docs").count == len(store)
     check_vector_leg(redone, store, embedder)
     redone.close()
-    with pytest.raises(BackendError, match=r"qdrant .* \(collection viking_docs\) holds another corpus") as error:
+    with pytest.raises(
+        BackendError, match=r"qdrant .* \(collection viking_docs\) holds another corpus"
+    ) as error:
         open_backend(config(tmp_path), build_store(corpus(20, seed=9), embedder))
     assert "\n" not in str(error.value)
 
@@ -86,16 +94,16 @@ def test_hnsw_index_and_knobs(stores, tmp_path: Path) -> None:  # type: ignore[n
     exact = DenseRetriever(store, embedder).retrieve_batch(QUERIES, 10)
     found = DenseRetriever(served, embedder, ef_search=16).retrieve_batch(QUERIES, 10)
     assert [[r.doc_id for r in hits] for hits in found] == [[r.doc_id for r in hits] for hits in exact]
-    with pytest.raises(ValueError, match="nprobe=2 does not apply to store.backend=qdrant"):
+    with pytest.raises(ValueError, match=r"nprobe=2 does not apply to store\.backend=qdrant"):
         DenseRetriever(served, embedder, nprobe=2)
 
 
 def test_locked_folder_and_lost_collection(stores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store, embedder = stores[0]
     backend = open_backend(config(tmp_path), store)
-    with pytest.raises(BackendError, match="store.backend=qdrant: cannot open"):
+    with pytest.raises(BackendError, match=r"store\.backend=qdrant: cannot open"):
         open_backend(config(tmp_path), store)  # local mode: one process holds the folder
     served = attach(store, backend)
     backend.client.delete_collection("viking_docs")
-    with pytest.raises(BackendLost, match="store.backend=qdrant"):
+    with pytest.raises(BackendLost, match=r"store\.backend=qdrant"):
         DenseRetriever(served, embedder).retrieve("cat", 3)
