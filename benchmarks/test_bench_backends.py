@@ -242,9 +242,12 @@ def latency(sizes: Sequence[int]) -> None:
             print(f"\n# {n_docs} synthetic rows (384-d), written in {time.perf_counter() - started:.1f} s\n")
             print(
                 "| backend | dense 1 query p50 / p95 ms | dense batch of 64 p50 / p95 ms | "
-                "keyword 1 query p50 / p95 ms | keyword batch of 64 p50 / p95 ms |"
+                "keyword 1 query p50 / p95 ms | keyword batch of 64 p50 / p95 ms | dense recall@10 vs exact |"
             )
-            print("|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|")
+            exact = [
+                {r.doc_id for r in hits} for hits in DenseRetriever(store, embedder).retrieve_batch(texts, 10)
+            ]
             for label, backend in backends.items():
                 view = store if backend is None else attach(store, backend)
                 dense, keyword = DenseRetriever(view, embedder), BM25Retriever(view)
@@ -257,7 +260,9 @@ def latency(sizes: Sequence[int]) -> None:
                     ]
                     batch = _timed(lambda r=retriever, t=texts: r.retrieve_batch(t, 10), 5)
                     cells += [_percentiles(one), _percentiles(batch)]
-                print(f"| {label} | " + " | ".join(cells) + " |")
+                found = [{r.doc_id for r in hits} for hits in dense.retrieve_batch(texts, 10)]
+                recall = statistics.fmean(len(a & b) / 10 for a, b in zip(found, exact, strict=True))
+                print(f"| {label} | " + " | ".join(cells) + f" | {recall:.3f} |")
             for backend in backends.values():
                 if backend is not None:
                     backend.close()

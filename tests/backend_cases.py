@@ -47,7 +47,15 @@ WORDS = [
     "car",
     "ship",
 ]
-QUERIES = ["cat dog", "river sun moon", "ship car road", "bird", "tree rock cloud star", "sea hill fish"]
+QUERIES = [
+    "cat dog",
+    "dog dog fish",
+    "river sun moon",
+    "ship car road",
+    "bird",
+    "tree rock cloud star",
+    "sea hill fish",
+]
 
 
 def corpus(n: int = 96, seed: int = 0, words: Sequence[str] = WORDS) -> list[Document]:
@@ -193,6 +201,7 @@ def check_vector_leg(backend: SearchBackend, store: ContextStore, embedder: Tfid
         local = run(DenseRetriever(store, embedder, **params), top_k=12)
         other = run(DenseRetriever(served, embedder, **params), top_k=12)
         assert_same_runs(local, other, f"dense filter={name}")
+        assert local == other  # to the bit: each row is scored from its stored vector as locally
         if chosen is not None:  # a filtered top-k holds k allowed rows whenever k exist
             allowed = {
                 store.doc_ids[int(row)]
@@ -222,14 +231,16 @@ def hand_bm25(
     k1: float,
     b: float,
     idf: Callable[[int, int], float],
+    repeats: bool = False,
 ) -> np.ndarray:
-    """BM25 written out: sum over distinct query terms of idf(n, N) * tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))."""
+    """BM25 written out: sum over distinct query terms (each occurrence, with ``repeats``) of
+    idf(n, N) * tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))."""
     n_docs = len(texts)
     counts = [Counter(terms) for terms in texts]
     lengths = np.asarray([len(terms) for terms in texts], dtype=np.float64)
     average = lengths.mean()
     scores = np.zeros(n_docs)
-    for term in dict.fromkeys(query):
+    for term, times in Counter(query).items():
         holding = sum(1 for count in counts if term in count)
         if not holding:
             continue
@@ -237,7 +248,8 @@ def hand_bm25(
         for row, count in enumerate(counts):
             tf = count.get(term, 0)
             if tf:
-                scores[row] += weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[row] / average))
+                part = weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[row] / average))
+                scores[row] += part * (times if repeats else 1)
     return scores
 
 
@@ -255,3 +267,17 @@ def qdrant_idf(holding: int, n_docs: int) -> float:
 def top(scores: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[int]:
     rows = [int(row) for row in np.flatnonzero(scores > 0) if allowed is None or allowed[row]]
     return sorted(rows, key=lambda row: (-scores[row], row))[:k]
+
+
+def assert_top(rows: Sequence[int], expected: np.ndarray, k: int, allowed: np.ndarray | None = None) -> None:
+    """``rows`` is a top-``k`` of ``expected`` (rows scoring > 0, within ``allowed``) in score
+    order, up to ties within float32 rounding (a database sums in float32, in its own order)."""
+    wanted = top(expected, k, allowed)
+    assert len(rows) == len(wanted)
+    if not wanted:
+        return
+    tolerance = 1e-5 * float(expected.max())
+    got = expected[list(rows)]
+    assert all(got[i] >= got[i + 1] - tolerance for i in range(len(got) - 1)), "not in score order"
+    assert got.min() >= expected[wanted[-1]] - tolerance, "a row outside the top k"
+    assert allowed is None or all(allowed[row] for row in rows)

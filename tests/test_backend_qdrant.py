@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from backend_cases import (
     QUERIES,
+    assert_top,
     check_chunked,
     check_every_family,
     check_vector_leg,
@@ -18,7 +19,6 @@ from backend_cases import (
     family_store,
     hand_bm25,
     qdrant_idf,
-    top,
 )
 
 from retrievers import BM25Retriever, DenseRetriever
@@ -56,17 +56,15 @@ def test_keyword_leg_is_bm25_with_qdrant_idf_computed_by_hand(stores, tmp_path: 
     mask = store.metadata_mask("conversation", "c0")
     for query in QUERIES:
         terms = tokenize([query], stopwords=bm25.stopwords, stemmer=bm25.stemmer)[0]
-        expected = hand_bm25(texts, terms, k1=bm25.k1, b=bm25.b, idf=qdrant_idf)
+        expected = hand_bm25(texts, terms, k1=bm25.k1, b=bm25.b, idf=qdrant_idf, repeats=True)
         got = served.bm25.search([query], 7)[0]
-        assert got[1].tolist() == top(expected, 7)
+        assert_top(got[1].tolist(), expected, 7)
         np.testing.assert_allclose(got[0], expected[got[1]], rtol=1e-5)
         np.testing.assert_allclose(served.bm25.scores(query), expected, rtol=1e-5, atol=1e-7)
         filtered = BM25Retriever(
             served, filters=MetadataFilter.from_dict({"metadata": {"conversation": "c0"}})
         )
-        assert [r.doc_id for r in filtered.retrieve(query, 7)] == [
-            store.doc_ids[r] for r in top(expected, 7, mask)
-        ]
+        assert_top([store.row_of[r.doc_id] for r in filtered.retrieve(query, 7)], expected, 7, mask)
 
 
 def test_written_once_other_stores_refused_unfinished_redone(stores, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -52,6 +52,7 @@ __all__ = [
     "empty_hit",
     "identity_of",
     "ordered_hit",
+    "rescored_hit",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -131,6 +132,24 @@ def ordered_hit(pairs: Sequence[tuple[Any, Any]], k: int) -> tuple[Float32Array,
     scores = np.fromiter((float(score) for _, score in pairs), dtype=np.float32, count=len(pairs))
     order = np.lexsort((rows, -scores))[:k]
     return scores[order], rows[order]
+
+
+def rescored_hit(
+    rows: Sequence[int], vectors: Sequence[Any], query: np.ndarray, k: int
+) -> tuple[Float32Array, IntArray]:
+    """The rows a database's vector search returned, each scored from the vector it returned
+    (float32) with the local exact index's arithmetic (elementwise float32 products, numpy's
+    pairwise sum per row), then in the ranking order: the database chooses the rows, the scores
+    are the ones the local run gives, to the bit, whatever rounding the database's own distance
+    had (libSQL's ``1 - cos`` loses digits; a family that rescales scores would magnify that)."""
+    if not len(rows):
+        return empty_hit()
+    matrix = np.stack([np.asarray(vector, dtype=np.float32) for vector in vectors])
+    matrix *= np.asarray(query, dtype=np.float32)
+    scores = matrix.sum(axis=1)
+    found = np.asarray(rows, dtype=np.int64)
+    order = np.lexsort((found, -scores))[:k]
+    return scores[order], found[order]
 
 
 class SearchBackend(ABC):

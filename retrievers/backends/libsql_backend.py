@@ -6,8 +6,8 @@ tokenizer) and ``meta`` (the store's identity, written last in the same transact
 without it holds a write that did not finish, which the next open drops and redoes).
 
 Vector search: ``exact`` scans with ``vector_distance_cos`` (float32), the scope as a ``WHERE
-row IN (json_each(...))`` filter; the score is ``(1 - distance) * |q|``, the inner product the
-local index gives for L2-normalised rows. ``vector_idx`` searches libSQL's DiskANN index through
+row IN (json_each(...))`` filter (for L2-normalised rows the cosine order is the inner-product
+order); each returned row is scored from its returned vector (:func:`~retrievers.backends.base.rescored_hit`). ``vector_idx`` searches libSQL's DiskANN index through
 ``vector_top_k``, which takes no filter: a scoped search is refused (a filter it cannot express).
 Keyword search: FTS5, the query's words OR-ed, scored ``-bm25(fts)`` (FTS5 gives lower = better).
 """
@@ -32,6 +32,7 @@ from retrievers.backends.base import (
     StoreIdentity,
     empty_hit,
     ordered_hit,
+    rescored_hit,
 )
 from retrievers.index.vectors import Hits
 
@@ -169,18 +170,19 @@ class LibsqlBackend(SearchBackend):
             if self.index == "vector_idx":
                 self.check_scope(rows is not None)
                 found = self._run(
-                    f"SELECT d.row, 1.0 - vector_distance_cos(d.emb, vector32(?)) FROM "
+                    f"SELECT d.row, d.emb FROM "
                     f"vector_top_k('{self.vidx}', vector32(?), ?) AS t JOIN {self.docs} AS d ON d.row = t.id",
-                    [query.tobytes(), query.tobytes(), k],
+                    [query.tobytes(), k],
                 )
             else:
                 where, args = self._scope(rows, "row")
                 found = self._run(
-                    f"SELECT row, 1.0 - vector_distance_cos(emb, vector32(?)) AS s FROM {self.docs}{where} "
-                    "ORDER BY s DESC, row ASC LIMIT ?",
-                    [query.tobytes(), *args, k],
+                    f"SELECT row, emb FROM {self.docs}{where} "
+                    "ORDER BY vector_distance_cos(emb, vector32(?)) ASC, row ASC LIMIT ?",
+                    [*args, query.tobytes(), k],
                 )
-            results.append(ordered_hit([(row, score * norm) for row, score in found], k))
+            vectors = [np.frombuffer(blob, dtype=np.float32) for _, blob in found]
+            results.append(rescored_hit([row for row, _ in found], vectors, query, k))
         return results
 
     def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits:

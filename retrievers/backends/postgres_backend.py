@@ -7,7 +7,7 @@ GENERATED from to_tsvector('english', body))`` with a GIN index on ``tsv``, and
 so a table set without its identity never exists.
 
 Vector search orders by ``emb <#> q`` (pgvector's negative inner product), the scope as ``WHERE
-row = ANY(rows)``: ``exact`` turns index scans off (a sequential scan, exact); ``hnsw`` (``m``,
+row = ANY(rows)``, each returned row scored from its returned vector (``rescored_hit``): ``exact`` turns index scans off (a sequential scan, exact); ``hnsw`` (``m``,
 ``ef_construction``) takes ``ef_search``; ``ivfflat`` (``lists``) takes ``nprobe`` as
 ``ivfflat.probes``. Filtered index scans run pgvector's iterative scans, so a filtered top-k is
 filled from the filtered rows. Keyword search: ``ts_rank_cd(tsv, q)`` where ``q`` is the query
@@ -32,6 +32,7 @@ from retrievers.backends.base import (
     StoreIdentity,
     empty_hit,
     ordered_hit,
+    rescored_hit,
 )
 from retrievers.index.vectors import Hits
 
@@ -169,10 +170,11 @@ class PostgresBackend(SearchBackend):
         results: Hits = []
         for query in matrix:
             found = self._run(
-                f"SELECT row, -(emb <#> %s) FROM {self.docs}{where} ORDER BY emb <#> %s, row LIMIT %s",
-                [query, *scope, query, k],
+                f"SELECT row, emb FROM {self.docs}{where} ORDER BY emb <#> %s, row LIMIT %s",
+                [*scope, query, k],
             )
-            results.append(ordered_hit(found, k))
+            vectors = [emb.to_numpy() if hasattr(emb, "to_numpy") else emb for _, emb in found]
+            results.append(rescored_hit([row for row, _ in found], vectors, query, k))
         return results
 
     def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits:

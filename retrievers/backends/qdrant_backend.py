@@ -8,10 +8,12 @@ a dense vector ``emb`` (dot product: the store's rows are L2-normalised) and a s
 
 Vector search: ``exact`` asks for an exact scan (``SearchParams(exact=True)``), ``hnsw`` searches
 the HNSW graph (``m``, ``ef_construction``) with ``ef_search`` as ``hnsw_ef``; the scope is a
-``HasIdCondition`` filter, applied inside the search. (Local mode scans every point whatever the
+``HasIdCondition`` filter, applied inside the search; each returned row is scored from its
+returned vector (``rescored_hit``). (Local mode scans every point whatever the
 index: HNSW is a server's.) Keyword search: BM25 as sparse vectors: a document's entry for a term
 is its BM25 term-frequency part ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen))`` (the store's
-k1, b and tokenizer: stopwords, stemmer), a query's is 1 per distinct term, and the collection's
+k1, b and tokenizer: stopwords, stemmer), a query's is the term's count in the query (a repeated
+word counts again, as bm25s sums over query tokens), and the collection's
 ``Modifier.IDF`` multiplies each term by Qdrant's ``ln(1 + (N - n + 0.5) / (n + 0.5))``. Term
 ids are the CRC-32 of the term (no vocabulary to store; a collision merges two terms).
 """
@@ -36,6 +38,7 @@ from retrievers.backends.base import (
     StoreIdentity,
     empty_hit,
     ordered_hit,
+    rescored_hit,
 )
 from retrievers.index.vectors import Hits
 from retrievers.text import tokenize
@@ -194,15 +197,19 @@ class QdrantBackend(SearchBackend):
                 limit=k,
                 query_filter=query_filter,
                 search_params=params,
+                with_vectors=["emb"],
             )
-            results.append(ordered_hit([(point.id, point.score) for point in found.points], k))
+            points = found.points
+            vectors = [point.vector["emb"] for point in points]
+            results.append(rescored_hit([point.id for point in points], vectors, query, k))
         return results
 
     def _sparse(self, text: str) -> Any:
         from qdrant_client import models
 
-        ids = sorted(sparse_terms(self._tokenize([text])[0]))
-        return models.SparseVector(indices=ids, values=[1.0] * len(ids)) if ids else None
+        counts = sparse_terms(self._tokenize([text])[0])
+        ids = sorted(counts)
+        return models.SparseVector(indices=ids, values=[float(counts[i]) for i in ids]) if ids else None
 
     def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits:
         query_filter = self._filter(rows)
