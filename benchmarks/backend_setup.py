@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,8 +67,14 @@ def open_all(
         if kind == "qdrant" and any(open_label.startswith("qdrant") for open_label in opened):
             continue
         config = BackendConfig.from_dict({**settings, "backend_url": url, "backend_name": name})
+        started = time.perf_counter()
         opened[label] = open_backend(config, store, content_key=content_key)
+        WRITE_SECONDS[label] = time.perf_counter() - started
     return opened
+
+
+#: seconds each backend of the last :func:`open_all` took to open (and write the store / build its index)
+WRITE_SECONDS: dict[str, float] = {}
 
 
 class FixedEmbedder:

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from backend_setup import FixedEmbedder, open_all, postgres_url, synthetic_store
+from backend_setup import WRITE_SECONDS, FixedEmbedder, open_all, postgres_url, synthetic_store
 
 from retrievers import (
     BM25Retriever,
@@ -148,6 +148,7 @@ def quality(name: str, embedder_name: str) -> None:
             f"# {name} ({len(store)} rows, {len(queries)} queries, embedder {embedder_name}); "
             f"written into {len(backends) - 1} backends in {time.perf_counter() - started:.1f} s\n"
         )
+        print("written / indexed: " + ", ".join(f"{k} {v:.1f} s" for k, v in WRITE_SECONDS.items()) + "\n")
         local_runs = {fam: _run(cls(store, embedder, **p), queries) for fam, (cls, p) in FAMILIES.items()}
         local_eval = {fam: _evaluate(run, dataset.qrels) for fam, run in local_runs.items()}
         print(
@@ -239,7 +240,10 @@ def latency(sizes: Sequence[int]) -> None:
             embedder.register(texts)
             started = time.perf_counter()
             backends = open_all(store, Path(folder), pg, f"syn{n_docs}")
-            print(f"\n# {n_docs} synthetic rows (384-d), written in {time.perf_counter() - started:.1f} s\n")
+            print(f"\n# {n_docs} synthetic rows (384-d), written in {time.perf_counter() - started:.1f} s")
+            print(
+                "written / indexed: " + ", ".join(f"{k} {v:.1f} s" for k, v in WRITE_SECONDS.items()) + "\n"
+            )
             print(
                 "| backend | dense 1 query p50 / p95 ms | dense batch of 64 p50 / p95 ms | "
                 "keyword 1 query p50 / p95 ms | keyword batch of 64 p50 / p95 ms | dense recall@10 vs exact |"
