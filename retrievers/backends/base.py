@@ -168,6 +168,27 @@ class SearchBackend(ABC):
     def index(self) -> str:
         return self.config.backend_index
 
+    def default_knobs(self) -> dict[str, int]:
+        """The knobs of this backend's vector index and the values a search takes when the
+        retriever leaves them null (for reports)."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """This backend's vector index for ``environment.json`` (no URL: it may hold a password)."""
+        config = self.config
+        settings: dict[str, Any] = {"name": config.backend_name}
+        if self.index == "hnsw":
+            settings.update(m=config.backend_m, ef_construction=config.backend_ef_construction)
+        elif self.index == "ivfflat":
+            settings.update(lists=config.backend_lists or max(1, self.identity.rows // 1000))
+        return {
+            "engine": self.kind,
+            "kind": self.index,
+            "approximate": self.index != "exact",
+            "settings": settings,
+            "default_knobs": self.default_knobs(),
+        }
+
     def check_knob(self, name: str, value: int) -> None:
         """ValueError unless this backend's vector index has the knob ``name``."""
         knobs = self.KNOBS.get(self.index, ())

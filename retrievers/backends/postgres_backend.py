@@ -54,6 +54,9 @@ class PostgresBackend(SearchBackend):
         "ivfflat": ("nprobe",),
     }
 
+    def default_knobs(self) -> dict[str, int]:
+        return {"hnsw": {"ef_search": 40}, "ivfflat": {"nprobe": 1}}.get(self.index, {})  # pgvector's
+
     def __init__(self, config: BackendConfig, identity: StoreIdentity, url: str) -> None:
         super().__init__(config, identity)
         import psycopg

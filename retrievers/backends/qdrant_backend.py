@@ -61,6 +61,10 @@ class QdrantBackend(SearchBackend):
     kind = "qdrant"
     KNOBS: ClassVar[dict[str, tuple[str, ...]]] = {"exact": (), "hnsw": ("ef_search",)}
 
+    def default_knobs(self) -> dict[str, int]:
+        # a server's hnsw_ef defaults to ef_construct; local mode scans every point
+        return {"ef_search": self.config.backend_ef_construction} if self.index == "hnsw" else {}
+
     def __init__(self, config: BackendConfig, identity: StoreIdentity, location: str) -> None:
         super().__init__(config, identity)
         from qdrant_client import QdrantClient
