@@ -50,11 +50,19 @@ def postgres_url() -> Iterator[str]:
 
 
 def open_all(
-    store: ContextStore, folder: Path, pg_url: str, name: str, content_key: str | None = None
+    store: ContextStore,
+    folder: Path,
+    pg_url: str,
+    name: str,
+    content_key: str | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> dict[str, SearchBackend | None]:
-    """Every backend of :data:`BACKENDS` holding ``store`` (None for local)."""
+    """Every backend of :data:`BACKENDS` but ``skip`` holding ``store`` (None for local)."""
     opened: dict[str, SearchBackend | None] = {}
+    WRITE_SECONDS.clear()
     for label, settings in BACKENDS:
+        if label in skip:
+            continue
         if settings["backend"] == "local":
             opened[label] = None
             continue
