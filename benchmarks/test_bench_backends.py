@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from backend_setup import WRITE_SECONDS, FixedEmbedder, open_all, postgres_url, synthetic_store
+from backend_setup import BACKENDS, WRITE_SECONDS, FixedEmbedder, open_all, postgres_url, synthetic_store
 
 from retrievers import (
     BM25Retriever,
@@ -136,14 +136,15 @@ def _parity(
     return same, gap
 
 
-def quality(name: str, embedder_name: str) -> None:
+def quality(name: str, embedder_name: str, only: frozenset[str] | None = None) -> None:
     from scipy.stats import ttest_rel
 
     dataset, embedder, store = _dataset(name, embedder_name)
     queries = {q.id: q.text for q in dataset.queries.values()}
     with postgres_url() as pg, tempfile.TemporaryDirectory(prefix="bench-backends-") as folder:
         started = time.perf_counter()
-        backends = open_all(store, Path(folder), pg, name)
+        skip = frozenset() if only is None else frozenset(label for label, _ in BACKENDS if label not in only)
+        backends = open_all(store, Path(folder), pg, name, skip=skip)
         print(
             f"# {name} ({len(store)} rows, {len(queries)} queries, embedder {embedder_name}); "
             f"written into {len(backends) - 1} backends in {time.perf_counter() - started:.1f} s\n"
@@ -305,12 +306,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     one = sub.add_parser("quality")
     one.add_argument("--dataset", required=True)
     one.add_argument("--embedder", default="tfidf", choices=["tfidf", "static", "minilm"])
+    one.add_argument(
+        "--backends", default=None, help="comma-separated labels (default: all), e.g. local,libsql"
+    )
     two = sub.add_parser("latency")
     two.add_argument("--docs", default="5000,100000")
     two.add_argument("--all", action="store_true", help="also write the slow writers above 20k rows")
     args = parser.parse_args(argv)
     if args.command == "quality":
-        quality(args.dataset, args.embedder)
+        only = None if args.backends is None else frozenset(args.backends.split(","))
+        quality(args.dataset, args.embedder, only)
     else:
         latency([int(n) for n in args.docs.split(",")], everything=args.all)
 
