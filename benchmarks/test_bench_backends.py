@@ -136,10 +136,13 @@ def _parity(
     return same, gap
 
 
-def quality(name: str, embedder_name: str, only: frozenset[str] | None = None) -> None:
+def quality(
+    name: str, embedder_name: str, only: frozenset[str] | None = None, families: frozenset[str] | None = None
+) -> None:
     from scipy.stats import ttest_rel
 
     dataset, embedder, store = _dataset(name, embedder_name)
+    chosen = {fam: spec for fam, spec in FAMILIES.items() if families is None or fam in families}
     queries = {q.id: q.text for q in dataset.queries.values()}
     with postgres_url() as pg, tempfile.TemporaryDirectory(prefix="bench-backends-") as folder:
         started = time.perf_counter()
@@ -150,7 +153,7 @@ def quality(name: str, embedder_name: str, only: frozenset[str] | None = None) -
             f"written into {len(backends) - 1} backends in {time.perf_counter() - started:.1f} s\n"
         )
         print("written / indexed: " + ", ".join(f"{k} {v:.1f} s" for k, v in WRITE_SECONDS.items()) + "\n")
-        local_runs = {fam: _run(cls(store, embedder, **p), queries) for fam, (cls, p) in FAMILIES.items()}
+        local_runs = {fam: _run(cls(store, embedder, **p), queries) for fam, (cls, p) in chosen.items()}
         local_eval = {fam: _evaluate(run, dataset.qrels) for fam, run in local_runs.items()}
         print(
             "| family | backend | nDCG@10 | R@100 | same ranking as local (bm25s keyword leg) | max abs score diff |"
@@ -162,7 +165,7 @@ def quality(name: str, embedder_name: str, only: frozenset[str] | None = None) -
                 continue
             served = attach(store, backend)
             swapped = attach(store, SwappedKeywords(backend, store))
-            for fam, (cls, params) in FAMILIES.items():
+            for fam, (cls, params) in chosen.items():
                 run = _run(cls(served, embedder, **params), queries)
                 per = _evaluate(run, dataset.qrels)
                 same, gap = _parity(local_runs[fam], _run(cls(swapped, embedder, **params), queries))
@@ -189,9 +192,9 @@ def quality(name: str, embedder_name: str, only: frozenset[str] | None = None) -
             )
             print(f"| {label} | {statistics.fmean(per.values()):.4f} | {diff:+.4f} | {p} |")
         print("\n| ANN index | knob | recall@10 vs exact | dense nDCG@10 |\n|---|---|---|---|")
-        exact = local_runs["dense"]
+        exact = local_runs.get("dense", {})
         for label, backend in backends.items():
-            if backend is None or backend.index == "exact":
+            if backend is None or backend.index == "exact" or not exact:
                 continue
             for knob in _knobs(backend):
                 run = _run(DenseRetriever(attach(store, backend), embedder, **knob), queries, depth=10)
@@ -315,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "quality":
         only = None if args.backends is None else frozenset(args.backends.split(","))
-        quality(args.dataset, args.embedder, only)
+        families = None if args.families is None else frozenset(args.families.split(","))
+        quality(args.dataset, args.embedder, only, families)
     else:
         latency([int(n) for n in args.docs.split(",")], everything=args.all)
 
