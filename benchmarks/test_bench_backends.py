@@ -309,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     one = sub.add_parser("quality")
     one.add_argument("--dataset", required=True)
     one.add_argument("--embedder", default="tfidf", choices=["tfidf", "static", "minilm"])
+    one.add_argument("--families", default=None, help="comma-separated families (default: all), e.g. bm25")
     one.add_argument(
         "--backends", default=None, help="comma-separated labels (default: all), e.g. local,libsql"
     )
