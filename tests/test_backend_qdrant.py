@@ -16,6 +16,7 @@ from backend_cases import (
     check_vector_leg,
     chunked_store,
     corpus,
+    embedder_for,
     family_store,
     hand_bm25,
     qdrant_idf,
@@ -26,6 +27,7 @@ from retrievers.backends import BackendConfig, BackendError, BackendLost, attach
 from retrievers.builders import build_store
 from retrievers.filters import MetadataFilter
 from retrievers.text import tokenize
+from retrievers.types import Document
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +107,20 @@ def test_locked_folder_and_lost_collection(stores, tmp_path: Path) -> None:  # t
     backend.client.delete_collection("viking_docs")
     with pytest.raises(BackendLost, match=r"store\.backend=qdrant"):
         DenseRetriever(served, embedder).retrieve("cat", 3)
+
+
+def test_ties_at_the_kth_place_go_to_the_lowest_rows(tmp_path: Path) -> None:
+    docs = [Document(id=f"t{i:02d}", text="cat dog" if i % 2 else "sea hill") for i in range(30)]
+    embedder = embedder_for(docs)
+    store = build_store(docs, embedder)  # 15 identical vectors per text: every score tied
+    served = attach(store, open_backend(config(tmp_path), store))
+    local = [
+        [(r.doc_id, r.score) for r in hits]
+        for hits in DenseRetriever(store, embedder).retrieve_batch(["cat"], 5)
+    ]
+    other = [
+        [(r.doc_id, r.score) for r in hits]
+        for hits in DenseRetriever(served, embedder).retrieve_batch(["cat"], 5)
+    ]
+    assert [d for d, _ in local[0]] == ["t01", "t03", "t05", "t07", "t09"]
+    assert other == local

@@ -192,18 +192,21 @@ class QdrantBackend(SearchBackend):
         query_filter = self._filter(rows)
         results: Hits = []
         for query in matrix:
-            found = self._call(
-                "vector search",
-                "query_points",
-                self.docs,
-                query=query.tolist(),
-                using="emb",
-                limit=k,
-                query_filter=query_filter,
-                search_params=params,
-                with_vectors=["emb"],
-            )
-            points = found.points
+            ask: dict[str, Any] = {"query": query.tolist(), "using": "emb", "query_filter": query_filter}
+            ask.update(search_params=params, with_vectors=["emb"])
+            points = self._call("vector search", "query_points", self.docs, limit=k + 1, **ask).points
+            if len(points) > k and points[k].score >= points[k - 1].score:
+                # rows tied at the k-th place: Qdrant orders ties its own way, the ranking rule
+                # takes the lowest rows; every row scoring at least the k-th is fetched to choose
+                # (Qdrant's threshold is strict: one float32 step below)
+                points = self._call(
+                    "vector search",
+                    "query_points",
+                    self.docs,
+                    limit=self.identity.rows,
+                    score_threshold=float(np.nextafter(np.float32(points[k - 1].score), np.float32(-np.inf))),
+                    **ask,
+                ).points
             vectors = [point.vector["emb"] for point in points]
             results.append(rescored_hit([point.id for point in points], vectors, query, k))
         return results
