@@ -175,7 +175,7 @@ def quality(
                     f"| {fam} | {label} | {statistics.fmean(per['nDCG@10'].values()):.4f} | "
                     f"{statistics.fmean(per['R@100'].values()):.4f} | {'yes' if same else 'NO'} | {gap:.1e} |"
                 )
-        for fam in FAMILIES:
+        for fam in chosen:
             print(
                 f"| {fam} | local | {statistics.fmean(local_eval[fam]['nDCG@10'].values()):.4f} | "
                 f"{statistics.fmean(local_eval[fam]['R@100'].values()):.4f} | - | - |"
