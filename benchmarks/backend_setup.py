@@ -74,7 +74,9 @@ def open_all(
         )
         if kind == "qdrant" and any(open_label.startswith("qdrant") for open_label in opened):
             continue
-        config = BackendConfig.from_dict({**settings, "backend_url": url, "backend_name": name})
+        # one table per postgres index: with two vector indexes on a table the planner picks one
+        table = f"{name}_{settings.get('backend_index', 'exact')}" if kind == "postgres" else name
+        config = BackendConfig.from_dict({**settings, "backend_url": url, "backend_name": table})
         started = time.perf_counter()
         opened[label] = open_backend(config, store, content_key=content_key)
         WRITE_SECONDS[label] = time.perf_counter() - started

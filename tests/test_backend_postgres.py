@@ -100,9 +100,12 @@ def test_keyword_leg_is_ts_rank_cd_of_the_plain_words(server: str, stores) -> No
 @pytest.mark.parametrize(("index", "knob"), [("hnsw", "ef_search"), ("ivfflat", "nprobe")])
 def test_ann_indexes_take_their_knobs(server: str, stores, index: str, knob: str) -> None:  # type: ignore[no-untyped-def]
     store, embedder = stores[0]
-    backend = open_backend(config(server, "ann", backend_index=index, backend_lists=4), store)
+    backend = open_backend(config(server, f"ann{index}", backend_index=index, backend_lists=4), store)
     served = attach(store, backend)
-    assert backend._run("SELECT indexname FROM pg_indexes WHERE indexname = %s", [f"ann_{index}"])
+    assert backend._run("SELECT indexname FROM pg_indexes WHERE indexname = %s", [f"ann{index}_{index}"])
+    other = "ivfflat" if index == "hnsw" else "hnsw"  # one vector index per table: the planner picks
+    with pytest.raises(BackendError, match=f"already has the vector index ann{index}_{index}"):
+        open_backend(config(server, f"ann{index}", backend_index=other), store)
     # the widest search visits every row: the exact result
     wide = {"ef_search": 1000} if knob == "ef_search" else {"nprobe": 4}
     exact = run(DenseRetriever(store, embedder), top_k=10)

@@ -145,6 +145,17 @@ class PostgresBackend(SearchBackend):
             options = f"(lists = {lists})"
             self._set("ivfflat.iterative_scan", "relaxed_order")  # rows re-ordered by score after
         method = "hnsw" if self.index == "hnsw" else "ivfflat"
+        others = self._run(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef ~ 'USING (hnsw|ivfflat)' "
+            "AND indexname <> %s",
+            [self.docs, name],
+        )
+        if others:  # the planner could search with that index instead of this one
+            raise BackendError(
+                f"postgres {self._shown}: table {self.docs} already has the vector index {others[0][0]}; "
+                f"a store.backend_index={self.index} search could use it instead: give this index its own "
+                "store.backend_name"
+            )
         self._run(
             f"CREATE INDEX IF NOT EXISTS {name} ON {self.docs} USING {method} (emb vector_ip_ops) WITH {options}"
         )
