@@ -49,6 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.diversity import mmr_order
+from retrievers.backends.base import SearchBackend
+from retrievers.backends.keywords import allowed_rows
 from retrievers.filters import MetadataFilter, filter_mask
 from retrievers.index import FaissVectorIndex
 from retrievers.index.ann import KNOB_KINDS
@@ -169,6 +171,12 @@ def check_vector_knobs(
             continue
         if not searches_vectors:
             raise ParamError(name, f"{name}={value}: {who} searches no vectors here, so no ANN knob applies")
+        if isinstance(store.backend, SearchBackend):  # the backend's index has its own knobs
+            try:
+                store.backend.check_knob(name, value)
+            except ValueError as error:
+                raise ParamError(name, str(error)) from None
+            continue
         index = store.vectors
         if not isinstance(index, FaissVectorIndex):
             raise ParamError(
@@ -191,7 +199,11 @@ def search_vectors(
     params: RetrieverParams,
 ) -> Hits:
     """The store's vector index searched for ``queries`` (top ``k`` by score desc, row asc,
-    restricted to ``mask``), with the knobs of ``params`` when the index is approximate."""
+    restricted to ``mask``), with the knobs of ``params`` when the index is approximate; in the
+    store's search backend (retrievers/backends/) when it has one, ``mask`` its own filter."""
+    if isinstance(store.backend, SearchBackend):
+        rows = allowed_rows(mask, len(store))
+        return store.backend.vector_search(queries, k, rows, ef_search=params.ef_search, nprobe=params.nprobe)
     index = store.vectors
     with span("vector"):
         if isinstance(index, FaissVectorIndex):
@@ -284,6 +296,8 @@ class KernelRetriever:
                 "mmr_lambda",
                 "mmr_lambda: MMR compares document vectors, and this store has none: build it with an embedder",
             )
+        if isinstance(store.backend, SearchBackend) and self.uses_embedder():
+            store.backend.check_scope(self.mask is not None)  # a filter it cannot express: refused now
         self.setup()
 
     @classmethod
@@ -351,10 +365,15 @@ class KernelRetriever:
     @property
     def approximate_vectors(self) -> bool:
         """Whether this retriever's vector searches are approximate (the store's index is ANN)."""
+        backend = self.store.backend
         return (
             self.uses_embedder()
             and self.store.has_vectors
-            and isinstance(self.store.vectors, FaissVectorIndex)
+            and (
+                backend.index != "exact"
+                if isinstance(backend, SearchBackend)
+                else isinstance(self.store.vectors, FaissVectorIndex)
+            )
         )
 
     def encode_block(self, queries: Sequence[str]) -> np.ndarray | None:

@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from retrievers.backends import BackendConfig, SearchBackend, attach, open_backend
 from retrievers.baselines import BM25Retriever, DenseRetriever
 from retrievers.embedders import SentenceTransformerEmbedder, StaticEmbedder, TfidfEmbedder
 from retrievers.graph import GraphRetriever
@@ -333,12 +334,17 @@ def load_tuned(
     allow_embedder_mismatch: bool = False,
     allow_store_mismatch: bool = False,
     source_folder: str | Path | None = None,
+    backend: BackendConfig | Mapping[str, Any] | SearchBackend | None = None,
 ) -> Retriever:
     """Build the tuned retriever over ``store``, or over a store built from ``documents`` with
     the tuned store settings (:func:`build_tuned_store`). ``embedder`` overrides the tuned one
     (its fingerprint must still match unless ``allow_embedder_mismatch``); ``reranker`` is the
     caller's reranker object (an LLM reranker, say), used instead of any the file names;
-    ``source_folder`` is the folder of files the store settings name (see build_tuned_store)."""
+    ``source_folder`` is the folder of files the store settings name (see build_tuned_store).
+    ``backend`` serves it from a database (:mod:`retrievers.backends`): its settings
+    (``{"backend": "postgres", "backend_url": ...}``, a :class:`BackendConfig`) or an open backend
+    holding this store; the store is written there once and reused (docs/production.md).
+    Connections come from the caller, never from the tuned file."""
     path = Path(path)
     data = read_tuned(path)
     if (store is None) == (documents is None):
@@ -376,6 +382,12 @@ def load_tuned(
         params["reranker"] = reranker
     elif params.get("reranker") is not None:
         params["reranker"] = _reranker(params["reranker"], path, "retriever.params.reranker")
+    if backend is not None:
+        if not isinstance(backend, SearchBackend):
+            chosen = backend if isinstance(backend, BackendConfig) else BackendConfig.from_dict(backend)
+            backend = None if chosen.is_local else open_backend(chosen, store)
+        if backend is not None:
+            store = attach(store, backend)
     try:
         retriever: Retriever = cls(store, embedder if uses else None, **params)
     except (TypeError, ValueError) as error:

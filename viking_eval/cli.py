@@ -37,6 +37,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from retrievers.backends.base import BackendError, BackendLost
 from retrievers.http import EndpointError
 from viking_eval.config import ConfigError, Settings, check_sweep_objective, load_settings
 from viking_eval.config.compose import (
@@ -303,6 +304,13 @@ def _marked_on_failure(output_dir: Path) -> Iterator[None]:
     except ConfigError as error:
         mark_failed(output_dir, error.line())
         invalid(error.line())
+    except BackendError as error:  # a search backend refused at start (retrievers/backends/)
+        mark_failed(output_dir, str(error))
+        invalid(str(error))
+    except BackendLost as error:  # a search backend lost in the middle of the run: exit 1, resumable
+        mark_failed(output_dir, str(error))
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_FAILED)
     except EndpointError as error:  # a remote model gave no usable answer: a failed run, exit 1
         mark_failed(output_dir, str(error))
         if debugging():

@@ -104,6 +104,9 @@ class ContextStore:
         )
         self._ann = vector_index
         self.bm25 = bm25
+        #: the search backend (retrievers/backends/) a view made by :meth:`with_search` searches
+        #: in; None = this store's own indexes (store.backend=local)
+        self.backend: object | None = None
         self.embedder_name = embedder_name
         self.config = config
         self.build_seconds = dict(build_seconds or {})
@@ -226,6 +229,16 @@ class ContextStore:
         view = copy.copy(self)
         mask.setflags(write=False)
         view.allowed = mask
+        return view
+
+    def with_search(self, backend: object, keywords: BM25Index) -> ContextStore:
+        """A view sharing every array whose vector searches go to ``backend`` (the kernel routes
+        them) and whose keyword index is ``keywords`` (the backend's keyword search): made by
+        :func:`retrievers.backends.attach`, once the backend holds this store."""
+        view = copy.copy(self)
+        view._saved = {}
+        view.backend = backend
+        view.bm25 = keywords
         return view
 
     def with_parts(

@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from retrievers.backends.config import BackendConfig
 from retrievers.params import ParamError, Params
 from retrievers.store import StoreConfig
 from viking_eval.config.errors import ConfigError, from_library_error
@@ -131,11 +132,27 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+#: ``store`` keys that say where searches run (retrievers/backends/config.py), not how the store is built
+BACKEND_KEYS = tuple(field.name for field in dataclasses.fields(BackendConfig))
+
+
 def check_store(values: Mapping[str, Any] | None) -> StoreConfig:
-    """``store``: every key against :class:`retrievers.store.StoreConfig` and its nested settings."""
-    typed = typed_values(StoreConfig, values or {}, "store")
+    """``store``: every key against :class:`retrievers.store.StoreConfig` and its nested settings
+    (the ``store.backend*`` keys are :func:`check_backend`'s)."""
+    building = {key: value for key, value in (values or {}).items() if key not in BACKEND_KEYS}
+    typed = typed_values(StoreConfig, building, "store")
     try:
         return StoreConfig.from_dict(typed)
+    except (TypeError, ValueError) as error:
+        raise from_library_error("store", error) from None
+
+
+def check_backend(values: Mapping[str, Any] | None) -> BackendConfig:
+    """``store.backend*``: the search backend (:class:`retrievers.backends.BackendConfig`)."""
+    chosen = {key: value for key, value in (values or {}).items() if key in BACKEND_KEYS}
+    typed = typed_values(BackendConfig, chosen, "store")
+    try:
+        return BackendConfig.from_dict(typed)
     except (TypeError, ValueError) as error:
         raise from_library_error("store", error) from None
 
@@ -264,6 +281,7 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
         answers=top.answers,
         llm=top.llm,
         fuse=top.fuse,
+        backend=check_backend(top.store),
     )
 
 

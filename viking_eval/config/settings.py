@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from retrievers.backends.config import BackendConfig
 from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
 from viking_eval.answers.settings import AnswerSettings, LlmSettings
@@ -256,3 +257,5 @@ class Settings:
     answers: AnswerSettings = field(default_factory=AnswerSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     fuse: FuseSettings = field(default_factory=FuseSettings)
+    #: where the store's searches run (store.backend*; not part of the store or its key)
+    backend: BackendConfig = field(default_factory=BackendConfig)

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from retrievers.backends import SearchBackend
 from retrievers.index import FaissVectorIndex
 from retrievers.kernel import KernelRetriever
 from retrievers.store import ContextStore
@@ -61,6 +62,8 @@ def describe_index(store: ContextStore) -> dict[str, Any]:
     for a faiss index its build settings, default knobs and whether it is memory-mapped."""
     if not store.has_vectors:
         return {"kind": None, "approximate": False}
+    if isinstance(store.backend, SearchBackend):  # searched in a database (retrievers/backends/)
+        return store.backend.describe()
     index = store.vectors
     if isinstance(index, FaissVectorIndex):
         return index.describe()
@@ -92,14 +95,18 @@ class AnnQuality:
         if not isinstance(retriever, KernelRetriever) or not self.applies(retriever):
             return
         started = time.perf_counter()
+        backend = retriever.store.backend
         index = retriever.store.vectors
-        if not isinstance(index, FaissVectorIndex):  # what applies() checked (approximate_vectors)
+        if isinstance(backend, SearchBackend):  # a database's ANN index (retrievers/backends/)
+            self.kind, defaults = f"{backend.kind} {backend.index}", backend.default_knobs()
+        elif isinstance(index, FaissVectorIndex):  # what applies() checked (approximate_vectors)
+            self.kind, defaults = index.kind, index.default_knobs()
+        else:
             raise TypeError(f"ann quality: the store's index is {type(index).__name__}, not a faiss index")
-        self.kind = index.kind
         params = retriever.params
         self.knobs = {
             name: value if (value := getattr(params, name)) is not None else default
-            for name, default in index.default_knobs().items()
+            for name, default in defaults.items()
         }
         size = params.query_batch_size
         for start in range(0, len(texts), size):
@@ -157,7 +164,7 @@ def table_note(environment: dict[str, Any]) -> list[str]:
     if not index.get("approximate"):
         return []
     return [
-        f"Vector search was **approximate** (faiss {index.get('kind')}, knobs and settings under Store); "
+        f"Vector search was **approximate** ({index.get('engine', 'faiss')} {index.get('kind')}, knobs and settings under Store); "
         "`ann_recall@c` = recall of the top c of each retriever's vector search against exact search.",
         "",
     ]
@@ -173,8 +180,9 @@ def store_lines(results: Sequence[Any], environment: dict[str, Any]) -> list[str
         f"{key} {value}" for key, value in (index.get("settings") or {}).items() if key != "kind"
     )
     lines = [
-        f"- vector index: faiss {index.get('kind')}, **approximate** ({settings}; "
-        f"{'memory-mapped' if index.get('mmap') else 'in memory'}); `ann_recall@c` is the recall of "
+        f"- vector index: {index.get('engine', 'faiss')} {index.get('kind')}, **approximate** ({settings}; "
+        f"{'in the database' if 'engine' in index else 'memory-mapped' if index.get('mmap') else 'in memory'}); "
+        "`ann_recall@c` is the recall of "
         "the top c of each retriever's vector search (at the run's depth) against exact search on the "
         "same query vectors"
     ]

@@ -74,6 +74,12 @@ def resume_key(
                 "content_key": store_key,
                 # defaults the code sets, not the store (none for exact, HNSW, IVF-Flat)
                 **({"search_defaults": defaults} if defaults else {}),
+                # a backend's keyword leg scores its own way (never the URL: it may hold a password)
+                **(
+                    {"backend": {k: v for k, v in settings.backend.to_dict().items() if k != "backend_url"}}
+                    if not settings.backend.is_local
+                    else {}
+                ),
             },
             "run": {
                 "top_k": settings.run.top_k,

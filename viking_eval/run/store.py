@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from retrievers.backends import attach, open_backend
 from retrievers.builders import build_store
 from retrievers.embedders.tfidf import CorpusFitError
 from retrievers.params import ParamError
@@ -113,9 +114,13 @@ class StoreLoader:
             raise from_library_error("store", error) from None
 
     def get(self) -> ContextStore:
-        if self._store is None and memo_get(self.key) is not None:
+        # a store served by a backend is another object than the local one (same content key)
+        memo_key = (
+            self.key if self.settings.backend.is_local else f"{self.key}:{self.settings.backend.to_dict()}"
+        )
+        if self._store is None and memo_get(memo_key) is not None:
             # loaded by an earlier job of this process (Hydra's basic launcher runs a sweep in one process)
-            self._store = memo_get(self.key)
+            self._store = memo_get(memo_key)
             self.info.update(store_built_now=False, store_ready_seconds=0.0, store_from_memory=True)
             self.info["store_build_seconds"] = self._store.build_seconds
         if self._store is None:
@@ -139,7 +144,20 @@ class StoreLoader:
 
             folder = self.cache.get_or_build("stores", self.key, build)
             self._store = ContextStore.load(folder)
-            memo_put(self.key, self._store)
+            if not self.settings.backend.is_local:  # searches in the database, the store written there once
+                backend = open_backend(
+                    self.settings.backend,
+                    self._store,
+                    content_key=self.key,
+                    default_location=self.cache.root / "backends" / self.key[:16],
+                )
+                self._store = attach(self._store, backend)
+                self.info["backend"] = {
+                    "kind": backend.kind,
+                    "index": backend.index,
+                    "name": self.settings.backend.backend_name,
+                }
+            memo_put(memo_key, self._store)
             self.info.update(
                 store_folder=str(folder),
                 store_built_now=self.cache.builds > builds_before,

@@ -1,0 +1,229 @@
+"""The search backend interface: what the kernel and the families ask of a database.
+
+Every family searches through three calls, whatever it does with the results:
+
+* ``vector_search(queries, k, rows, ef_search=, nprobe=)``: the top ``k`` rows by inner product
+  (the store's embeddings are L2-normalised: cosine) for each query vector;
+* ``keyword_search(queries, k, rows)``: the top ``k`` rows by the database's own keyword score
+  (FTS5 ``bm25()``, ``ts_rank_cd``, Qdrant's sparse BM25), rows holding no query word left out;
+* ``keyword_scores(query)``: that score for every row (0 where no word matches), for families
+  that score given rows (the hierarchical family's leaves).
+
+``rows`` is the retriever's scope (``KernelRetriever.mask``: the store view, e.g. one LoCoMo
+conversation, narrowed by ``filters``: doc ids, metadata, time range) as the sorted row numbers
+allowed, or None for all. A backend applies it *inside* its search, as its own filter (a SQL
+``WHERE``, a Qdrant payload filter), so a filtered top-k is the top-k of the filtered set; a
+backend that cannot (libSQL's vector index: ``vector_top_k`` takes no filter) refuses the search
+with :class:`BackendError`, never filtering a top-k afterwards. Child (parent-id) searches
+are these searches on a chunked store's rows; the kernel resolves rows to parents as before.
+
+Results follow the ranking order (score desc, row asc), one ``(scores float32, rows int64)``
+pair per query, like the local indexes. The store's edges, context tree, times and the embedding
+rows some families rescore with stay in the store files (memory-mapped): a backend serves searches.
+
+A store is written into a backend once, under its identity (:class:`StoreIdentity`: content
+key, corpus key, rows, dimension); opening a backend that holds another identity under the same
+name is refused in one line naming what differs, before any query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievers.index.vectors import Hits
+
+if TYPE_CHECKING:
+    from retrievers.backends.config import BackendConfig
+    from retrievers.store import ContextStore
+
+__all__ = [
+    "BackendError",
+    "BackendLost",
+    "SearchBackend",
+    "StoreIdentity",
+    "empty_hit",
+    "identity_of",
+    "ordered_hit",
+    "rescored_hit",
+]
+
+IntArray = npt.NDArray[np.int64]
+Float32Array = npt.NDArray[np.float32]
+
+
+class BackendError(ValueError):
+    """Bad input about a backend (cannot connect at start, wrong password, a table of another
+    store, a filter it cannot express): one line, the harness exits 2."""
+
+
+class BackendLost(RuntimeError):
+    """The backend answered at start and failed in the middle of a run (exit 1: resumable)."""
+
+
+@dataclass(frozen=True)
+class StoreIdentity:
+    """What a backend's tables hold: refused unless equal to the store being served."""
+
+    content_key: str
+    corpus_key: str
+    rows: int
+    dim: int
+    embedder_name: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> StoreIdentity:
+        return cls(**json.loads(text))
+
+    def check_holds(self, held: StoreIdentity | None, where: str) -> None:
+        """BackendError (one line) unless ``held`` (what ``where`` holds) is this identity."""
+        if held is None or held == self:
+            return
+        if held.corpus_key != self.corpus_key or held.rows != self.rows:
+            what = f"another corpus ({held.rows} rows, corpus {held.corpus_key[:12]})"
+        elif held.dim != self.dim:
+            what = f"vectors of another dimension ({held.dim}, this store's is {self.dim})"
+        else:
+            what = f"a stale store of this corpus (content key {held.content_key[:12]})"
+        raise BackendError(
+            f"{where} holds {what}, not this store (content key {self.content_key[:12]}, {self.rows} rows, "
+            f"dim {self.dim}); refusing to query it: set store.backend_name to another name, or drop it"
+        )
+
+
+def identity_of(store: ContextStore, content_key: str | None = None) -> StoreIdentity:
+    """The store's identity: ``content_key`` as given (the harness's store key), else a hash of
+    what the searches read (rows' ids and texts, embeddings, embedder, store settings)."""
+    corpus = hashlib.sha256()
+    for doc in store.documents:
+        corpus.update(json.dumps([doc.id, doc.full_text], ensure_ascii=False).encode())
+    corpus_key = corpus.hexdigest()
+    dim = store.dim if store.has_vectors else 0
+    if content_key is None:
+        content = hashlib.sha256(corpus_key.encode())
+        content.update(store.embedder_name.encode())
+        content.update(json.dumps(store.config.to_dict(), sort_keys=True).encode())
+        if store.has_vectors:
+            content.update(np.ascontiguousarray(store.embeddings, dtype=np.float32).tobytes())
+        content_key = content.hexdigest()
+    return StoreIdentity(content_key, corpus_key, len(store), dim, store.embedder_name)
+
+
+def empty_hit() -> tuple[Float32Array, IntArray]:
+    return np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64)
+
+
+def ordered_hit(pairs: Sequence[tuple[Any, Any]], k: int) -> tuple[Float32Array, IntArray]:
+    """``(row, score)`` pairs as a hit in the ranking order (score desc, row asc), cut to ``k``.
+    Databases order by score already; this settles ties by row exactly as the local indexes do."""
+    if not pairs:
+        return empty_hit()
+    rows = np.fromiter((int(row) for row, _ in pairs), dtype=np.int64, count=len(pairs))
+    scores = np.fromiter((float(score) for _, score in pairs), dtype=np.float32, count=len(pairs))
+    order = np.lexsort((rows, -scores))[:k]
+    return scores[order], rows[order]
+
+
+def rescored_hit(
+    rows: Sequence[int], vectors: Sequence[Any], query: np.ndarray, k: int
+) -> tuple[Float32Array, IntArray]:
+    """The rows a database's vector search returned, each scored from the vector it returned
+    (float32) with the local exact index's arithmetic (elementwise float32 products, numpy's
+    pairwise sum per row), then in the ranking order: the database chooses the rows, the scores
+    are the ones the local run gives, to the bit, whatever rounding the database's own distance
+    had (libSQL's ``1 - cos`` loses digits; a family that rescales scores would magnify that)."""
+    if not len(rows):
+        return empty_hit()
+    matrix = np.stack([np.asarray(vector, dtype=np.float32) for vector in vectors])
+    matrix *= np.asarray(query, dtype=np.float32)
+    scores = matrix.sum(axis=1)
+    found = np.asarray(rows, dtype=np.int64)
+    order = np.lexsort((found, -scores))[:k]
+    return scores[order], found[order]
+
+
+class SearchBackend(ABC):
+    """A database holding one store's rows: vectors, texts and row numbers (see the module doc)."""
+
+    #: ``store.backend`` value
+    kind: ClassVar[str]
+    #: query-time knobs of each vector index: {index: (knob names)}
+    KNOBS: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init__(self, config: BackendConfig, identity: StoreIdentity) -> None:
+        self.config = config
+        self.identity = identity
+
+    @property
+    def index(self) -> str:
+        return self.config.backend_index
+
+    def default_knobs(self) -> dict[str, int]:
+        """The knobs of this backend's vector index and the values a search takes when the
+        retriever leaves them null (for reports)."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """This backend's vector index for ``environment.json`` (no URL: it may hold a password)."""
+        config = self.config
+        settings: dict[str, Any] = {"name": config.backend_name}
+        if self.index == "hnsw":
+            settings.update(m=config.backend_m, ef_construction=config.backend_ef_construction)
+        elif self.index == "ivfflat":
+            settings.update(lists=config.backend_lists or max(1, self.identity.rows // 1000))
+        return {
+            "engine": self.kind,
+            "kind": self.index,
+            "approximate": self.index != "exact",
+            "settings": settings,
+            "default_knobs": self.default_knobs(),
+        }
+
+    def check_knob(self, name: str, value: int) -> None:
+        """ValueError unless this backend's vector index has the knob ``name``."""
+        knobs = self.KNOBS.get(self.index, ())
+        if name not in knobs:
+            has = f"its knobs are {', '.join(knobs)}" if knobs else "it has no query-time knob"
+            raise ValueError(
+                f"{name}={value} does not apply to store.backend={self.kind} with "
+                f"store.backend_index={self.index} ({has})"
+            )
+
+    def check_scope(self, scoped: bool) -> None:  # noqa: B027 - optional
+        """BackendError when this backend's vector search cannot filter and ``scoped`` (default:
+        every backend filters inside its search)."""
+
+    @abstractmethod
+    def write(self, store: ContextStore) -> bool:
+        """Write ``store`` under its identity unless it is there already (then only check it);
+        True when written now. Another identity under this name: :class:`BackendError`."""
+
+    @abstractmethod
+    def vector_search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        rows: IntArray | None,
+        *,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+    ) -> Hits: ...
+
+    @abstractmethod
+    def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits: ...
+
+    @abstractmethod
+    def keyword_scores(self, query: str) -> Float32Array: ...
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release connections (default: nothing to release)."""

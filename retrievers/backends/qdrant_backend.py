@@ -1,0 +1,258 @@
+"""Qdrant: local mode (a folder, in-process, no server) or any Qdrant server or cluster by URL
+(``http(s)://...``; an API key from ``QDRANT_API_KEY``).
+
+Collection ``<backend_name>_docs``: one point per row (point id = row, payload ``doc_id``) with
+a dense vector ``emb`` (dot product: the store's rows are L2-normalised) and a sparse vector
+``bm25``; collection ``<backend_name>_meta`` holds the store's identity, written after every point
+(a docs collection without it is a write that did not finish: dropped and redone).
+
+Vector search: ``exact`` asks for an exact scan (``SearchParams(exact=True)``), ``hnsw`` searches
+the HNSW graph (``m``, ``ef_construction``) with ``ef_search`` as ``hnsw_ef``; the scope is a
+``HasIdCondition`` filter, applied inside the search; each returned row is scored from its
+returned vector (``rescored_hit``). (Local mode scans every point whatever the
+index: HNSW is a server's.) Keyword search: BM25 as sparse vectors: a document's entry for a term
+is its BM25 term-frequency part ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen))`` (the store's
+k1, b and tokenizer: stopwords, stemmer), a query's is the term's count in the query (a repeated
+word counts again, as bm25s sums over query tokens), and the collection's
+``Modifier.IDF`` multiplies each term by Qdrant's ``ln(1 + (N - n + 0.5) / (n + 0.5))``. Term
+ids are the CRC-32 of the term (no vocabulary to store; a collision merges two terms).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from retrievers.backends.base import (
+    BackendError,
+    BackendLost,
+    Float32Array,
+    IntArray,
+    SearchBackend,
+    StoreIdentity,
+    empty_hit,
+    ordered_hit,
+    rescored_hit,
+)
+from retrievers.index.vectors import Hits
+from retrievers.text import tokenize
+
+if TYPE_CHECKING:
+    from retrievers.backends.config import BackendConfig
+    from retrievers.store import ContextStore
+
+__all__ = ["QdrantBackend", "sparse_terms"]
+
+API_KEY_ENV = "QDRANT_API_KEY"
+
+
+def sparse_terms(terms: Sequence[str]) -> Counter[int]:
+    """Term counts keyed by the term's id (CRC-32)."""
+    return Counter(zlib.crc32(term.encode("utf-8")) for term in terms)
+
+
+class QdrantBackend(SearchBackend):
+    kind = "qdrant"
+    KNOBS: ClassVar[dict[str, tuple[str, ...]]] = {"exact": (), "hnsw": ("ef_search",)}
+
+    def default_knobs(self) -> dict[str, int]:
+        # a server's hnsw_ef defaults to ef_construct; local mode scans every point
+        return {"ef_search": self.config.backend_ef_construction} if self.index == "hnsw" else {}
+
+    def __init__(self, config: BackendConfig, identity: StoreIdentity, location: str) -> None:
+        super().__init__(config, identity)
+        from qdrant_client import QdrantClient
+
+        self.location = location
+        self.docs, self.meta = f"{config.backend_name}_docs", f"{config.backend_name}_meta"
+        self._tokens: tuple[str | None, str | None] = (None, None)
+        #: local mode scans every point (search parameters have no effect there)
+        self.embedded = not location.startswith(("http://", "https://"))
+        try:
+            if location.startswith(("http://", "https://")):
+                self.client: Any = QdrantClient(url=location, api_key=os.environ.get(API_KEY_ENV), timeout=10)
+            else:
+                Path(location).mkdir(parents=True, exist_ok=True)
+                self.client = QdrantClient(path=location)
+            self.client.get_collections()
+        except Exception as error:  # connection, lock and HTTP errors have no common base
+            text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise BackendError(f"store.backend=qdrant: cannot open {location}: {text}") from None
+
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.client, method)(*args, **kwargs)
+        except Exception as error:
+            text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise BackendLost(f"store.backend=qdrant ({self.location}): {what} failed: {text}") from None
+
+    def _held(self) -> StoreIdentity | None:
+        if not self._call("checking", "collection_exists", self.meta):
+            return None
+        points = self._call("reading the identity", "retrieve", self.meta, [0], with_payload=True)
+        return StoreIdentity.from_json(points[0].payload["identity"]) if points else None
+
+    def write(self, store: ContextStore) -> bool:
+        bm25 = store.config.bm25
+        self._tokens = (bm25.stopwords, bm25.stemmer)
+        held = self._held()
+        self.identity.check_holds(held, f"qdrant {self.location} (collection {self.docs})")
+        if held is None:
+            self._write(store)
+        return held is None
+
+    def _write(self, store: ContextStore) -> None:
+        from qdrant_client import models
+
+        for name in (self.meta, self.docs):
+            if self._call("checking", "collection_exists", name):
+                self._call("dropping an unfinished write", "delete_collection", name)
+        dim = self.identity.dim
+        dense = {"emb": models.VectorParams(size=dim, distance=models.Distance.DOT)} if dim else {}
+        self._call(
+            "creating the collection",
+            "create_collection",
+            self.docs,
+            vectors_config=dense,
+            sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            hnsw_config=models.HnswConfigDiff(
+                m=self.config.backend_m, ef_construct=self.config.backend_ef_construction
+            ),
+        )
+        k1, b = store.config.bm25.k1, store.config.bm25.b
+        texts = [doc.full_text for doc in store.documents]
+        counts = [sparse_terms(terms) for terms in self._tokenize(texts)]
+        lengths = np.asarray([sum(count.values()) for count in counts], dtype=np.float64)
+        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
+        step = 512
+        for start in range(0, len(store), step):
+            points = []
+            for row in range(start, min(start + step, len(store))):
+                norm = k1 * (1.0 - b + b * lengths[row] / average)
+                ids = sorted(counts[row])
+                values = [counts[row][i] * (k1 + 1.0) / (counts[row][i] + norm) for i in ids]
+                vectors: dict[str, Any] = {"bm25": models.SparseVector(indices=ids, values=values)}
+                if dim:
+                    vectors["emb"] = np.asarray(store.embeddings[row], dtype=np.float32).tolist()
+                points.append(
+                    models.PointStruct(id=row, vector=vectors, payload={"doc_id": store.doc_ids[row]})
+                )
+            self._call("writing points", "upsert", self.docs, points=points, wait=True)
+        self._call(
+            "creating the identity",
+            "create_collection",
+            self.meta,
+            vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT),
+        )
+        self._call(
+            "writing the identity",
+            "upsert",
+            self.meta,
+            points=[models.PointStruct(id=0, vector=[1.0], payload={"identity": self.identity.to_json()})],
+            wait=True,
+        )
+
+    def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        stopwords, stemmer = self._tokens
+        return tokenize(texts, stopwords=stopwords, stemmer=stemmer)
+
+    @staticmethod
+    def _filter(rows: IntArray | None) -> Any:
+        from qdrant_client import models
+
+        if rows is None:
+            return None
+        return models.Filter(must=[models.HasIdCondition(has_id=rows.tolist())])
+
+    def vector_search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        rows: IntArray | None,
+        *,
+        ef_search: int | None = None,
+        nprobe: int | None = None,
+    ) -> Hits:
+        from qdrant_client import models
+
+        params = (
+            None
+            if self.embedded
+            else models.SearchParams(exact=True)
+            if self.index == "exact"
+            else models.SearchParams(hnsw_ef=ef_search)
+        )
+        matrix = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.identity.dim)
+        query_filter = self._filter(rows)
+        results: Hits = []
+        for query in matrix:
+            ask: dict[str, Any] = {"query": query.tolist(), "using": "emb", "query_filter": query_filter}
+            ask.update(search_params=params, with_vectors=["emb"])
+            points = self._call("vector search", "query_points", self.docs, limit=k + 1, **ask).points
+            if len(points) > k and points[k].score >= points[k - 1].score:
+                # rows tied at the k-th place: Qdrant orders ties its own way, the ranking rule
+                # takes the lowest rows; every row scoring at least the k-th is fetched to choose
+                # (Qdrant's threshold is strict: one float32 step below)
+                points = self._call(
+                    "vector search",
+                    "query_points",
+                    self.docs,
+                    limit=self.identity.rows,
+                    score_threshold=float(np.nextafter(np.float32(points[k - 1].score), np.float32(-np.inf))),
+                    **ask,
+                ).points
+            vectors = [point.vector["emb"] for point in points]
+            results.append(rescored_hit([point.id for point in points], vectors, query, k))
+        return results
+
+    def _sparse(self, text: str) -> Any:
+        from qdrant_client import models
+
+        counts = sparse_terms(self._tokenize([text])[0])
+        ids = sorted(counts)
+        return models.SparseVector(indices=ids, values=[float(counts[i]) for i in ids]) if ids else None
+
+    def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits:
+        query_filter = self._filter(rows)
+        results: Hits = []
+        for text in queries:
+            vector = self._sparse(text)
+            if vector is None:
+                results.append(empty_hit())
+                continue
+            found = self._call(
+                "keyword search",
+                "query_points",
+                self.docs,
+                query=vector,
+                using="bm25",
+                limit=k,
+                query_filter=query_filter,
+            )
+            results.append(ordered_hit([(point.id, point.score) for point in found.points], k))
+        return results
+
+    def keyword_scores(self, query: str) -> Float32Array:
+        scores = np.zeros(self.identity.rows, dtype=np.float32)
+        vector = self._sparse(query)
+        if vector is not None:
+            found = self._call(
+                "keyword scores",
+                "query_points",
+                self.docs,
+                query=vector,
+                using="bm25",
+                limit=self.identity.rows,
+            )
+            for point in found.points:
+                scores[int(point.id)] = point.score
+        return scores
+
+    def close(self) -> None:
+        self.client.close()
