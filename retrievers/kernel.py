@@ -48,12 +48,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.diversity import mmr_order
 from retrievers.backends.base import SearchBackend
-from retrievers.backends.keywords import allowed_rows
+from retrievers.diversity import mmr_order
 from retrievers.filters import MetadataFilter, filter_mask
 from retrievers.index import FaissVectorIndex
-from retrievers.index.ann import KNOB_KINDS
 from retrievers.index.vectors import Hits
 from retrievers.params import ParamError, Params, param
 from retrievers.parents import resolve_parents, search_documents
@@ -61,6 +59,7 @@ from retrievers.ranking import check_top_k, order_rows
 from retrievers.rerank import rerank_with_fallback
 from retrievers.spans import span
 from retrievers.types import Embedder, Reranker, RetrievalResult
+from retrievers.vector_search import check_vector_knobs, search_vectors
 
 if TYPE_CHECKING:
     from retrievers.store import ContextStore
@@ -71,8 +70,6 @@ __all__ = [
     "RetrieverParams",
     "check_embedder",
     "check_query",
-    "check_vector_knobs",
-    "search_vectors",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -158,64 +155,6 @@ class RetrieverParams(Params):
             raise self.fail(
                 "reranker", f"must be null or an object with a rerank() method, got {self.reranker!r}"
             )
-
-
-def check_vector_knobs(
-    params: RetrieverParams, store: ContextStore, who: str, searches_vectors: bool
-) -> None:
-    """ParamError unless every ANN knob set in ``params`` applies: the retriever searches vectors
-    (``searches_vectors``) and the store's vector index has that knob, within its range."""
-    for name in ("ef_search", "nprobe", "refine_factor"):
-        value = getattr(params, name)
-        if value is None:
-            continue
-        if not searches_vectors:
-            raise ParamError(name, f"{name}={value}: {who} searches no vectors here, so no ANN knob applies")
-        if isinstance(store.backend, SearchBackend):  # the backend's index has its own knobs
-            try:
-                store.backend.check_knob(name, value)
-            except ValueError as error:
-                raise ParamError(name, str(error)) from None
-            continue
-        index = store.vectors
-        if not isinstance(index, FaissVectorIndex):
-            raise ParamError(
-                name,
-                f"{name}={value} applies to an approximate vector index "
-                f"(store.vector_index.kind={KNOB_KINDS[name]}); this store's vector index is exact",
-            )
-        try:
-            index.check_knobs(**{name: value})
-        except ValueError as error:
-            raise ParamError(name, str(error)) from None
-
-
-def search_vectors(
-    store: ContextStore,
-    queries: np.ndarray,
-    k: int,
-    *,
-    mask: BoolArray | None,
-    params: RetrieverParams,
-) -> Hits:
-    """The store's vector index searched for ``queries`` (top ``k`` by score desc, row asc,
-    restricted to ``mask``), with the knobs of ``params`` when the index is approximate; in the
-    store's search backend (retrievers/backends/) when it has one, ``mask`` its own filter."""
-    if isinstance(store.backend, SearchBackend):
-        rows = allowed_rows(mask, len(store))
-        return store.backend.vector_search(queries, k, rows, ef_search=params.ef_search, nprobe=params.nprobe)
-    index = store.vectors
-    with span("vector"):
-        if isinstance(index, FaissVectorIndex):
-            return index.search(
-                queries,
-                k,
-                mask=mask,
-                ef_search=params.ef_search,
-                nprobe=params.nprobe,
-                refine_factor=params.refine_factor,
-            )
-        return index.search(queries, k, mask=mask)
 
 
 @dataclass

@@ -508,7 +508,7 @@ def test_retriever_knobs_are_validated_and_refused_where_they_do_not_apply(
 def test_retriever_knobs_reach_the_index(
     hnsw_store: ContextStore, embedder: TfidfEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every family's vector search passes the retriever's knobs (kernel.search_vectors)."""
+    """Every family's vector search passes the retriever's knobs (vector_search.search_vectors)."""
     from retrievers.graph import GraphRetriever
     from retrievers.multi_strategy import MultiStrategyRetriever
 

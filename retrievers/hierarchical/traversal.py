@@ -39,9 +39,9 @@ import numpy.typing as npt
 
 from retrievers.hierarchical.params import HierarchicalParams
 from retrievers.hierarchical.scoring import NodeReranker, NodeScores, Scope, TreeIndex
-from retrievers.kernel import search_vectors
 from retrievers.ranking import top_k_1d
 from retrievers.spans import lap
+from retrievers.vector_search import search_vectors
 
 __all__ = ["Found", "Traversal", "TraversalStats", "traverse"]
 

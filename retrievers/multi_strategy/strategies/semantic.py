@@ -11,10 +11,11 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.kernel import RetrieverParams, search_vectors
+from retrievers.kernel import RetrieverParams
 from retrievers.multi_strategy.analysis import QueryAnalysis
 from retrievers.multi_strategy.strategies.base import Hits, QueryContext, hits
 from retrievers.store import ContextStore
+from retrievers.vector_search import search_vectors
 
 __all__ = ["SemanticStrategy"]
 
