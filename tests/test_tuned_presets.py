@@ -7,8 +7,8 @@ in a fresh process without Hydra and reproduce their figures exactly, at two dep
   model, must give exactly the metrics recorded in ``tests/tuned_preset_slices.json``. That file
   names the sha256 of each preset file it was recorded from, so a changed preset is refused until
   it is recorded again: ``python tests/test_tuned_presets.py --record`` (about 2 minutes).
-- **On the whole split** (``python -m pytest -m reproduce``, about 15 minutes on 2 idle cores from
-  an empty cache, most of it MiniLM embedding SciFact, LoCoMo, CISI and CoSQA): each preset must
+- **On the whole split** (``python -m pytest -m reproduce``: 2,490 s on 2 cores shared with other
+  jobs, from an empty cache, most of it MiniLM embedding SciFact, LoCoMo, CISI and CoSQA): each preset must
   give exactly the test metrics its own file records (``provenance.evaluated_on``).
 
 Each preset is one entry of ``PRESETS``: the file's name, the dataset and split it was evaluated
