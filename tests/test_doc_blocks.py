@@ -52,6 +52,10 @@ SKIPPED: dict[tuple[str, str], str] = {
         "docs/fusion.md",
         "python -m viking_eval experiment=quickstart dataset=scifact hydra.run.dir=/tmp/fusion_table/legs_scifact run.latency.n_queries=0",
     ): ("the fusion table's commands: MiniLM runs of SciFact and LoCoMo, then every method (minutes)"),
+    (
+        "docs/stores.md",
+        "python benchmarks/test_bench_backends.py quality --dataset cisi --embedder tfidf      # ~6 min",
+    ): ("the backends' quality and latency tables: every family on every database (about 50 minutes)"),
 }
 """(page, first line of the block) -> why the block is not run here."""
 

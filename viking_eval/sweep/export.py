@@ -31,6 +31,7 @@ import retrievers
 from retrievers.ranking import pair_key
 from retrievers.tuned import TUNED_FORMAT
 from viking_eval import files
+from viking_eval.config.load import BACKEND_KEYS
 from viking_eval.results import run_folder, sweep_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +126,11 @@ def tuned_document(run_dir: Path, retriever: str, name: str, best: dict[str, Any
             "params": embedder_cfg,
             "name": environment.get("embedder"),
         },
-        "store": config.get("store") or {},
+        # what the store holds; where its searches ran (store.backend*) is the service's choice,
+        # never a tuned file's (load_tuned(..., backend=) names it)
+        "store": {
+            key: value for key, value in (config.get("store") or {}).items() if key not in BACKEND_KEYS
+        },
         "provenance": provenance,
     }
 
