@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -63,7 +64,7 @@ def differences_figure(summary: RunSummary, significance: SignificanceReport, me
             np.array([result.per_query[metric][q] - baseline.per_query[metric][q] for q in query_ids])
         )[::-1]
         colors = [BETTER if d > 1e-12 else WORSE if d < -1e-12 else NEUTRAL for d in differences]
-        axes.bar(np.arange(differences.size), differences, width=1.0, color=colors, linewidth=0)
+        axes.add_collection(_bars(differences, colors))
         axes.axhline(0.0, color="#57606a", linewidth=0.8)
         axes.set_xlim(-0.5, differences.size - 0.5)
         axes.set_ylabel(f"Δ {metric}", fontsize=9)
@@ -72,6 +73,19 @@ def differences_figure(summary: RunSummary, significance: SignificanceReport, me
         axes.tick_params(labelsize=8)
     panels[-1].set_xlabel("queries")
     return figure
+
+
+def _bars(heights: np.ndarray, colors: Sequence[str]) -> PolyCollection:
+    """One bar a value at x = 0, 1, ... (width 1, from 0 to the value) in one collection: draws the
+    same pixels as ``Axes.bar(..., width=1.0, linewidth=0)`` (a sticky edge at 0 too), but a
+    Rectangle artist per bar made a 2,000-query panel take a minute to add and draw."""
+    left = np.arange(heights.size, dtype=float) - 0.5
+    zero = np.zeros(heights.size)
+    corners = [(left, zero), (left, heights), (left + 1.0, heights), (left + 1.0, zero)]
+    vertices = np.stack([np.stack(corner, axis=1) for corner in corners], axis=1)
+    bars = PolyCollection(list(vertices), facecolors=list(colors), linewidths=0, closed=True)
+    bars.sticky_edges.y.append(0.0)
+    return bars
 
 
 def latency_figure(results: Sequence[RetrieverResult]) -> Figure | None:
