@@ -17,25 +17,24 @@
   subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest.
 - **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
   config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``) and a
-  smoke multirun (``smoke_multirun``).
+  smoke multirun (``smoke_multirun``). The local HTTP servers (remote models, chat, files) are
+  in ``tests/http_servers.py``; ``chat_server_factory`` starts its ``ChatServer``.
 - **CI runs everything.** ``VIKING_EVAL_NO_SKIP=1`` (set by ``.ci/run``) turns every skip into a
   failure that quotes the skip's reason.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from http_servers import ChatServer, FileServer, started
 
 # set before any test imports a Hugging Face library: a model that is not on disk fails at once
 # instead of waiting for a network time-out
@@ -321,85 +320,15 @@ def smoke_multirun(sweep_dir: Path, *overrides: str, timeout: int = 600) -> subp
     return run_cli("-m", "experiment=smoke", f"hydra.sweep.dir={sweep_dir}", *overrides, timeout=timeout)
 
 
-class ChatServer:
-    """An OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1 (``url`` ends in ``/v1``).
-
-    ``reply(body, mode) -> str`` gives the assistant's message content for a request body. The
-    server itself plays the transport failures by ``mode``: ``slow`` (waits for ``release``, up to
-    10 s, then replies), ``error`` (HTTP 500), ``not_json`` (a body that is not JSON) and
-    ``not_chat`` (JSON that is not a chat completion); any other mode is the reply function's to
-    interpret. Every request is kept in ``requests`` (path, JSON body, headers)."""
-
-    def __init__(self, reply: Callable[[dict[str, Any], str], str]) -> None:
-        self.reply = reply
-        self.mode = "good"
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                mode = server.mode
-                server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
-                if self.path != "/v1/chat/completions":
-                    self.send_error(404)
-                    return
-                if mode == "error":
-                    self.send_error(500, "overloaded")
-                    return
-                if mode == "slow":
-                    server.release.wait(10)
-                if mode == "not_json":
-                    data = b"<html>not json</html>"
-                elif mode == "not_chat":
-                    data = b'{"result": "ok"}'
-                else:
-                    content = server.reply(body, mode)
-                    answer = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-                    data = json.dumps(answer).encode("utf-8")
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up (slow mode)
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+@pytest.fixture
+def chat_server_factory() -> Iterator[Callable[[Callable[[dict[str, Any], str], str]], ChatServer]]:
+    """Start :class:`http_servers.ChatServer` instances with a reply function; all are closed after
+    the test."""
+    yield from started(ChatServer)
 
 
 @pytest.fixture
-def chat_server_factory() -> Iterator[Callable[[Callable[[dict[str, Any], str], str]], ChatServer]]:
-    """Start :class:`ChatServer` instances with a reply function; all are closed after the test."""
-    started: list[ChatServer] = []
-
-    def start(reply: Callable[[dict[str, Any], str], str]) -> ChatServer:
-        started.append(ChatServer(reply))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.close()
-
-
-def unreachable_url() -> str:
-    """An http URL on 127.0.0.1 where nothing listens (a port bound, then released)."""
-    probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    port = probe.server_address[1]
-    probe.server_close()
-    return f"http://127.0.0.1:{port}/v1"
+def file_server() -> Iterator[FileServer]:
+    """A :class:`http_servers.FileServer` (``serve(path, bytes)`` returns the URL), closed after the test."""
+    with FileServer() as server:
+        yield server

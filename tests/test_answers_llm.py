@@ -1,4 +1,4 @@
-"""The reader and judge against a scripted local server (tests/model_server.py's chat endpoint):
+"""The reader and judge against a scripted local server (tests/http_servers.py's chat endpoint):
 hand-computed J, F1, tokens, costs and cache hits, and a run that survives a 500, a time-out and
 a malformed reply. No real model is run here: the server's answers and verdicts are a script."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import compose_settings
-from model_server import ModelServer
+from http_servers import ModelServer
 from test_answers_recall import tiny_overrides, write_dataset
 
 from retrievers.llm import LLMError
@@ -68,7 +68,7 @@ def llm_settings(tmp_path: Path, server: ModelServer, *more: str, pair: bool = F
     )
 
 
-# Tokens are the server's word counts (model_server.py). Reader prompt words: system "Read." 1;
+# Tokens are the server's word counts (http_servers.py). Reader prompt words: system "Read." 1;
 # user "Q: <question> C: 1. <top-1 text>": qa 1+3+1+1+6 = 12, qb 1+3+1+1+3 = 9, qc 1+3+1+1+4 = 10.
 # Judge: system "Grade." 1; user "Q: <question> G: <gold> A: <answer>": qa 1+3+1+3+1+3 = 12,
 # qb 1+3+1+2+1+2 = 10, qc 1+3+1+2+1+1 = 9. Replies: qa "May 7, 2023" 3 and '{"label": "CORRECT"}' 2;
@@ -99,7 +99,7 @@ def test_j_f1_tokens_cost_and_cache_by_hand(tmp_path: Path, server: ModelServer)
         11,
     )
     assert usage["cost_usd"] == pytest.approx(0.246) and usage["cost_usd_this_run"] == pytest.approx(0.246)
-    assert server.requests == 6
+    assert len(server.requests) == 6
     entries = sorted(
         (Path(settings.cache_dir or os.environ["VIKING_EVAL_CACHE"]) / "answers").rglob("*.json")
     )
@@ -111,7 +111,7 @@ def test_j_f1_tokens_cost_and_cache_by_hand(tmp_path: Path, server: ModelServer)
 
     again = run_experiment(settings, tmp_path / "run2")  # a fresh folder, the same cache
     usage = again.results[0].answers["llm"]
-    assert server.requests == 6  # nothing asked again
+    assert len(server.requests) == 6  # nothing asked again
     assert (usage["cache_hits"], usage["cost_usd"], usage["cost_usd_this_run"]) == (
         6,
         pytest.approx(0.246),
@@ -129,7 +129,7 @@ def test_survives_a_500_a_timeout_and_a_malformed_reply(tmp_path: Path, server: 
     result = summary.results[0]
     assert result.per_query["J"] == {"qa": 1.0, "qb": 1.0, "qc": 0.0}  # as without failures
     assert result.per_query["llm_tokens"] == TOKENS
-    assert server.requests == 6 + 3  # each failure asked once more
+    assert len(server.requests) == 6 + 3  # each failure asked once more
     assert result.answers["llm"]["reader"]["retried_format"] == 1
 
 
@@ -140,12 +140,14 @@ def test_a_reply_that_never_parses_stops_the_run_naming_the_query(
     with pytest.raises(LLMError) as raised:
         run_experiment(llm_settings(tmp_path, server), tmp_path / "run")
     assert raised.value.kind == "format" and "query qa" in str(raised.value)
-    assert server.requests == 2  # llm.max_retries=1: asked twice, then stopped
+    assert len(server.requests) == 2  # llm.max_retries=1: asked twice, then stopped
 
 
 def test_an_answer_is_cached_once_per_content(tmp_path: Path, server: ModelServer) -> None:
     summary = run_experiment(llm_settings(tmp_path, server, pair=True), tmp_path / "run")
-    assert server.requests == 6  # the second BM25 retrieves the same contexts: every reply from the cache
+    assert (
+        len(server.requests) == 6
+    )  # the second BM25 retrieves the same contexts: every reply from the cache
     assert summary.results[1].answers["llm"]["cache_hits"] == 6
     assert summary.results[1].per_query["J"] == summary.results[0].per_query["J"]
     judged = next(c for c in summary.significance.comparisons if c.metric == "J")
@@ -154,14 +156,14 @@ def test_an_answer_is_cached_once_per_content(tmp_path: Path, server: ModelServe
 
 def test_the_cache_key_is_the_content(tmp_path: Path, server: ModelServer) -> None:
     run_experiment(llm_settings(tmp_path, server), tmp_path / "run")
-    assert server.requests == 6
+    assert len(server.requests) == 6
     settings = llm_settings(tmp_path, server)
     (tmp_path / "reader.txt").write_text(READER.replace("Read.", "Read. Please."))  # another reader prompt
     summary = run_experiment(settings, tmp_path / "run2")
     usage = summary.results[0].answers["llm"]
     # the reader is asked again (its system text changed); the judge sees the same question, gold
     # and answer: its 3 verdicts come from the cache
-    assert server.requests == 6 + 3
+    assert len(server.requests) == 6 + 3
     assert (usage["reader"]["asked"], usage["reader"]["cache_hits"]) == (3, 0)
     assert (usage["judge"]["asked"], usage["judge"]["cache_hits"]) == (0, 3)
 
@@ -174,4 +176,4 @@ def test_concurrent_requests_give_the_same_results_in_query_order(
     assert list(result.per_query["J"]) == ["qa", "qb", "qc"]
     assert result.per_query["J"] == {"qa": 1.0, "qb": 1.0, "qc": 0.0}
     assert result.per_query["llm_tokens"] == TOKENS
-    assert server.requests == 6
+    assert len(server.requests) == 6

@@ -1,6 +1,6 @@
 """Data by name (issue 14): a run whose dataset is found nowhere fetches it when the registry can
 download it (``dataset.download=auto``, the default) into the data folder, and otherwise stops with
-one line saying how to get it. A local HTTP server (tests/test_download.py's) serves a tiny BEIR zip;
+one line saying how to get it. A local HTTP server (tests/http_servers.py's FileServer, the ``file_server`` fixture) serves a tiny BEIR zip;
 an unreachable URL plays the offline machine. Nothing here touches the network.
 """
 
@@ -10,16 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, smoke_settings, unreachable_url
-from test_download import FakeServer, build_zip, server, sha256, write_registry
+from conftest import run_cli, smoke_settings
+from http_servers import FileServer, unreachable_url
+from test_download import build_zip, sha256, write_registry
 
 import viking_eval.data.registry as registry_module
 from viking_eval.data import DataError, DatasetNotFound, data_home, resolve_dataset
 from viking_eval.data.download import downloads_allowed
 from viking_eval.data.resolve import find_or_download, how_to_get
 from viking_eval.run.experiment import run_experiment
-
-__all__ = ["server"]  # the fixture, imported from test_download
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,13 +58,13 @@ def _registry(tmp_path: Path, url: str, **entry: object) -> Path:
 
 def test_a_missing_registry_dataset_is_downloaded_into_the_data_folder_and_run(
     downloads: Path,
-    server: FakeServer,
+    file_server: FileServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     body = build_zip(FILES)
-    registry = _registry(tmp_path, server.serve("/tiny.zip", body), sha256=sha256(body))
+    registry = _registry(tmp_path, file_server.serve("/tiny.zip", body), sha256=sha256(body))
     monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", registry)
     settings = smoke_settings("run.latency.n_queries=0", "dataset.name=tiny")
     assert settings.dataset.download == "auto"  # the default
@@ -76,21 +75,21 @@ def test_a_missing_registry_dataset_is_downloaded_into_the_data_folder_and_run(
     assert summary.dataset == "tiny" and summary.results[0].n_queries == 3
     assert resolve_dataset("tiny") == downloads / "tiny"
     assert (downloads / "tiny" / "CHECKSUMS.json").is_file()
-    assert server.hits == ["/tiny.zip"]
+    assert file_server.hits == ["/tiny.zip"]
     err = capsys.readouterr().err
     assert (
-        f"tiny: not found locally; downloading it from {server.base_url}/tiny.zip into {downloads / 'tiny'}"
+        f"tiny: not found locally; downloading it from {file_server.base_url}/tiny.zip into {downloads / 'tiny'}"
         in err
     )
     # the next run finds it: no second transfer
     run_experiment(settings, tmp_path / "run2")
-    assert server.hits == ["/tiny.zip"]
+    assert file_server.hits == ["/tiny.zip"]
 
 
 def test_download_never_and_the_environment_switch_stop_with_how_to_get_it(
-    downloads: Path, server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    downloads: Path, file_server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    registry = _registry(tmp_path, server.serve("/tiny.zip", build_zip(FILES)))
+    registry = _registry(tmp_path, file_server.serve("/tiny.zip", build_zip(FILES)))
     monkeypatch.setattr(registry_module, "DEFAULT_REGISTRY", registry)
     with pytest.raises(DatasetNotFound) as never:
         run_experiment(
@@ -108,7 +107,7 @@ def test_download_never_and_the_environment_switch_stop_with_how_to_get_it(
             "; download it with python -m viking_eval.data.download tiny (needs internet) or set "
             "VIKING_EVAL_DATA to a folder holding tiny/"
         )
-    assert server.hits == [] and not downloads.exists()
+    assert file_server.hits == [] and not downloads.exists()
 
 
 def test_offline_is_one_line_and_leaves_nothing(

@@ -1,6 +1,6 @@
 """Tests for viking_eval.data.download (and its registry and archive modules): registry validation, checksummed download, safe unzip, CLI.
 
-A local ``ThreadingHTTPServer`` on 127.0.0.1 serves zips built in the test; nothing touches the
+A local server on 127.0.0.1 (``file_server``: tests/http_servers.py's FileServer) serves zips built in the test; nothing touches the
 network. After a download, ``DEST`` holds the dataset folder and the dataset's lock file
 (``.NAME.lock``) and nothing else: no partial file survives a failure.
 """
@@ -16,14 +16,12 @@ import struct
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 from filelock import FileLock
+from http_servers import FileServer
 
 import viking_eval.data.download as download_module
 from viking_eval.data import CHECKSUMS_FILE, DataError, load_beir
@@ -75,57 +73,6 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass
-class FakeServer:
-    """What the local HTTP server serves, and how often it was asked."""
-
-    base_url: str
-    routes: dict[str, bytes] = field(default_factory=dict)
-    short_by: dict[str, int] = field(default_factory=dict)  # path -> bytes announced but not sent
-    hits: list[str] = field(default_factory=list)
-    holds: dict[str, threading.Event] = field(default_factory=dict)  # path -> answer once set
-    held: threading.Event = field(default_factory=threading.Event)  # a held request arrived
-
-    def serve(self, path: str, body: bytes) -> str:
-        self.routes[path] = body
-        return self.base_url + path
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    state = FakeServer(base_url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state.hits.append(self.path)
-            if self.path in state.holds:
-                state.held.set()
-                state.holds[self.path].wait(10)
-            body = state.routes.get(self.path)
-            if body is None:
-                self.send_error(404, "not here")
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "application/zip")
-            self.send_header("Content-Length", str(len(body) + state.short_by.get(self.path, 0)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:  # keep test output clean
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
-
-
 def write_registry(path: Path, datasets: dict[str, dict[str, object]], **top: object) -> Path:
     path.write_text(yaml.safe_dump({"version": 1, "datasets": datasets, **top}), encoding="utf-8")
     return path
@@ -142,9 +89,9 @@ def names(folder: Path) -> list[str]:
 # --------------------------------------------------------------------------- download
 
 
-def test_download_with_matching_checksum(server: FakeServer, tmp_path: Path) -> None:
+def test_download_with_matching_checksum(file_server: FileServer, tmp_path: Path) -> None:
     body = build_zip(TINY_FILES)
-    url = server.serve("/tiny.zip", body)
+    url = file_server.serve("/tiny.zip", body)
     registry = write_registry(
         tmp_path / "registry.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "CC0"}}
     )
@@ -155,14 +102,14 @@ def test_download_with_matching_checksum(server: FakeServer, tmp_path: Path) -> 
     assert (folder / "qrels" / "test.tsv").read_text(encoding="utf-8") == TINY_FILES["qrels/test.tsv"]
     ds = load_beir(folder)
     assert list(ds.corpus) == ["d1", "d2"] and ds.qrels == {"q1": {"d1": 1}}
-    assert server.hits == ["/tiny.zip"]
+    assert file_server.hits == ["/tiny.zip"]
 
 
 def test_existing_dataset_is_not_downloaded_again(
-    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    file_server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = build_zip(TINY_FILES)
-    url = server.serve("/tiny.zip", body)
+    url = file_server.serve("/tiny.zip", body)
     registry = write_registry(
         tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "x"}}
     )
@@ -170,24 +117,24 @@ def test_existing_dataset_is_not_downloaded_again(
     download_dataset("tiny", dest, registry=registry)
     capsys.readouterr()
     assert download_dataset("tiny", dest, registry=registry) == dest / "tiny"
-    assert server.hits == ["/tiny.zip"]
+    assert file_server.hits == ["/tiny.zip"]
     assert "already holds tiny" in capsys.readouterr().out
 
 
-def test_existing_folder_without_corpus_is_not_overwritten(server: FakeServer, tmp_path: Path) -> None:
-    url = server.serve("/tiny.zip", build_zip(TINY_FILES))
+def test_existing_folder_without_corpus_is_not_overwritten(file_server: FileServer, tmp_path: Path) -> None:
+    url = file_server.serve("/tiny.zip", build_zip(TINY_FILES))
     registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": None, "license": "x"}})
     (tmp_path / "data" / "tiny").mkdir(parents=True)
     (tmp_path / "data" / "tiny" / "mine.txt").write_text("keep", encoding="utf-8")
     with pytest.raises(DataError, match=r"exists but holds no corpus"):
         download_dataset("tiny", tmp_path / "data", registry=registry)
-    assert server.hits == []
+    assert file_server.hits == []
     assert (tmp_path / "data" / "tiny" / "mine.txt").read_text(encoding="utf-8") == "keep"
 
 
-def test_wrong_checksum_fails_and_leaves_nothing(server: FakeServer, tmp_path: Path) -> None:
+def test_wrong_checksum_fails_and_leaves_nothing(file_server: FileServer, tmp_path: Path) -> None:
     body = build_zip(TINY_FILES)
-    url = server.serve("/tiny.zip", body)
+    url = file_server.serve("/tiny.zip", body)
     wrong = "0" * 64
     registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": wrong, "license": "x"}})
     dest = tmp_path / "data"
@@ -199,19 +146,19 @@ def test_wrong_checksum_fails_and_leaves_nothing(server: FakeServer, tmp_path: P
 
 
 def test_no_checksum_downloads_and_prints_the_hash(
-    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    file_server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = build_zip(TINY_FILES)
-    url = server.serve("/tiny.zip", body)
+    url = file_server.serve("/tiny.zip", body)
     registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": None, "license": "x"}})
     download_dataset("tiny", tmp_path / "data", registry=registry)
     assert sha256(body) in capsys.readouterr().out
     assert (tmp_path / "data" / "tiny" / "corpus.jsonl").is_file()
 
 
-def test_flat_zip_is_handled(server: FakeServer, tmp_path: Path) -> None:
+def test_flat_zip_is_handled(file_server: FileServer, tmp_path: Path) -> None:
     body = build_zip(TINY_FILES, prefix="")
-    url = server.serve("/flat.zip", body)
+    url = file_server.serve("/flat.zip", body)
     registry = write_registry(
         tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "x"}}
     )
@@ -227,24 +174,24 @@ def test_flat_zip_is_handled(server: FakeServer, tmp_path: Path) -> None:
     }
 
 
-def test_url_override_uses_registry_checksum(server: FakeServer, tmp_path: Path) -> None:
+def test_url_override_uses_registry_checksum(file_server: FileServer, tmp_path: Path) -> None:
     body = build_zip(TINY_FILES)
-    mirror = server.serve("/mirror/tiny.zip", body)
+    mirror = file_server.serve("/mirror/tiny.zip", body)
     registry = write_registry(
         tmp_path / "r.yaml",
         {"tiny": {"url": "https://example.invalid/tiny.zip", "sha256": sha256(body), "license": "x"}},
     )
     folder = download_dataset("tiny", tmp_path / "data", registry=registry, url=mirror)
     assert (folder / "corpus.jsonl").is_file()
-    assert server.hits == ["/mirror/tiny.zip"]
+    assert file_server.hits == ["/mirror/tiny.zip"]
     # a name the registry does not know can be fetched from an explicit URL (no checksum then)
     other = download_dataset("other", tmp_path / "data", registry=registry, url=mirror)
     assert other == tmp_path / "data" / "other" and (other / "corpus.jsonl").is_file()
 
 
-def test_file_checksums_inside_the_archive_are_checked(server: FakeServer, tmp_path: Path) -> None:
+def test_file_checksums_inside_the_archive_are_checked(file_server: FileServer, tmp_path: Path) -> None:
     body = build_zip(TINY_FILES)
-    url = server.serve("/tiny.zip", body)
+    url = file_server.serve("/tiny.zip", body)
     good = sha256(TINY_FILES["corpus.jsonl"].encode("utf-8"))
     entry = {"url": url, "sha256": None, "license": "x", "files": {"corpus.jsonl": good}}
     assert download_dataset(
@@ -258,19 +205,19 @@ def test_file_checksums_inside_the_archive_are_checked(server: FakeServer, tmp_p
     assert names(tmp_path / "bad") == [".tiny.lock"]
 
 
-def test_http_error_and_truncated_body(server: FakeServer, tmp_path: Path) -> None:
+def test_http_error_and_truncated_body(file_server: FileServer, tmp_path: Path) -> None:
     registry = write_registry(
         tmp_path / "r.yaml",
         {
-            "missing": {"url": server.base_url + "/nope.zip", "sha256": None, "license": "x"},
+            "missing": {"url": file_server.base_url + "/nope.zip", "sha256": None, "license": "x"},
             "short": {
-                "url": server.serve("/short.zip", build_zip(TINY_FILES)),
+                "url": file_server.serve("/short.zip", build_zip(TINY_FILES)),
                 "sha256": None,
                 "license": "x",
             },
         },
     )
-    server.short_by["/short.zip"] = 100
+    file_server.short_by["/short.zip"] = 100
     dest = tmp_path / "data"
     with pytest.raises(DownloadError, match="HTTP 404"):
         download_dataset("missing", dest, registry=registry)
@@ -279,20 +226,21 @@ def test_http_error_and_truncated_body(server: FakeServer, tmp_path: Path) -> No
     assert names(dest) == [".missing.lock", ".short.lock"]
 
 
-def test_archive_without_corpus_is_refused(server: FakeServer, tmp_path: Path) -> None:
+def test_archive_without_corpus_is_refused(file_server: FileServer, tmp_path: Path) -> None:
     body = build_zip({"README.txt": "hello"})
     registry = write_registry(
-        tmp_path / "r.yaml", {"tiny": {"url": server.serve("/x.zip", body), "sha256": None, "license": "x"}}
+        tmp_path / "r.yaml",
+        {"tiny": {"url": file_server.serve("/x.zip", body), "sha256": None, "license": "x"}},
     )
     with pytest.raises(DataError, match="not a BEIR dataset"):
         download_dataset("tiny", tmp_path / "data", registry=registry)
     assert names(tmp_path / "data") == [".tiny.lock"]
 
 
-def test_not_a_zip_is_refused(server: FakeServer, tmp_path: Path) -> None:
+def test_not_a_zip_is_refused(file_server: FileServer, tmp_path: Path) -> None:
     registry = write_registry(
         tmp_path / "r.yaml",
-        {"tiny": {"url": server.serve("/x.zip", b"<html>oops</html>"), "sha256": None, "license": "x"}},
+        {"tiny": {"url": file_server.serve("/x.zip", b"<html>oops</html>"), "sha256": None, "license": "x"}},
     )
     with pytest.raises(DataError, match="not a valid zip archive"):
         download_dataset("tiny", tmp_path / "data", registry=registry)
@@ -310,7 +258,7 @@ def test_not_a_zip_is_refused(server: FakeServer, tmp_path: Path) -> None:
     ],
 )
 def test_malicious_zip_is_refused_and_writes_nothing(
-    server: FakeServer, tmp_path: Path, kind: str, message: str
+    file_server: FileServer, tmp_path: Path, kind: str, message: str
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -324,12 +272,14 @@ def test_malicious_zip_is_refused_and_writes_nothing(
     }
     registry = write_registry(
         tmp_path / "r.yaml",
-        {"tiny": {"url": server.serve("/evil.zip", bodies[kind]), "sha256": None, "license": "x"}},
+        {"tiny": {"url": file_server.serve("/evil.zip", bodies[kind]), "sha256": None, "license": "x"}},
     )
     before = all_files(tmp_path)
     with pytest.raises(DataError, match=message) as info:
         download_dataset("tiny", dest, registry=registry)
-    assert str(info.value).startswith(f"{server.base_url}/evil.zip: member ")  # the source, not a temp file
+    assert str(info.value).startswith(
+        f"{file_server.base_url}/evil.zip: member "
+    )  # the source, not a temp file
     assert names(dest) == [".tiny.lock"]  # no dataset folder, no temp files, not even the good members
     assert all_files(tmp_path) == before | {Path("data"), Path("data/.tiny.lock")}
     assert not list(tmp_path.rglob("*evil*"))
@@ -429,12 +379,12 @@ def test_unknown_unpublished_and_local_names(tmp_path: Path) -> None:
 
 
 def test_cli_downloads_and_explains_viking_eval_data(
-    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    file_server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = build_zip(TINY_FILES)
     registry = write_registry(
         tmp_path / "r.yaml",
-        {"tiny": {"url": server.serve("/tiny.zip", body), "sha256": sha256(body), "license": "x"}},
+        {"tiny": {"url": file_server.serve("/tiny.zip", body), "sha256": sha256(body), "license": "x"}},
     )
     dest = tmp_path / "data"
     assert main(["tiny", "--dest", str(dest), "--registry", str(registry)]) == 0
@@ -460,9 +410,9 @@ def test_cli_list(capsys: pytest.CaptureFixture[str]) -> None:
 # --------------------------------------------------------------------------- locks and leftovers (issue 12)
 
 
-def tiny_registry(server: FakeServer, tmp_path: Path, *, sha: bool = True) -> tuple[Path, str]:
+def tiny_registry(file_server: FileServer, tmp_path: Path, *, sha: bool = True) -> tuple[Path, str]:
     body = build_zip(TINY_FILES)
-    url = server.serve("/tiny.zip", body)
+    url = file_server.serve("/tiny.zip", body)
     entry = {"url": url, "sha256": sha256(body) if sha else None, "license": "x"}
     return write_registry(tmp_path / "r.yaml", {"tiny": entry}), url
 
@@ -480,10 +430,12 @@ class _Signal(logging.Handler):
             self.event.set()
 
 
-def test_two_downloads_of_one_dataset_at_once_share_one_transfer(server: FakeServer, tmp_path: Path) -> None:
-    registry, _ = tiny_registry(server, tmp_path)
+def test_two_downloads_of_one_dataset_at_once_share_one_transfer(
+    file_server: FileServer, tmp_path: Path
+) -> None:
+    registry, _ = tiny_registry(file_server, tmp_path)
     dest = tmp_path / "data"
-    server.holds["/tiny.zip"] = release = threading.Event()
+    file_server.holds["/tiny.zip"] = release = threading.Event()
     results: dict[str, object] = {}
 
     def run(label: str) -> None:
@@ -498,7 +450,7 @@ def test_two_downloads_of_one_dataset_at_once_share_one_transfer(server: FakeSer
     try:
         first = threading.Thread(target=run, args=("first",))
         first.start()
-        assert server.held.wait(10)  # the first download is mid-transfer, holding the lock
+        assert file_server.held.wait(10)  # the first download is mid-transfer, holding the lock
         second = threading.Thread(target=run, args=("second",))
         second.start()
         assert waiting.event.wait(10)  # the second one found the lock taken and waits
@@ -509,13 +461,13 @@ def test_two_downloads_of_one_dataset_at_once_share_one_transfer(server: FakeSer
         logger.removeHandler(waiting)
         release.set()
     assert results == {"first": dest / "tiny", "second": dest / "tiny"}
-    assert server.hits == ["/tiny.zip"]  # one transfer; the second found the dataset in place
+    assert file_server.hits == ["/tiny.zip"]  # one transfer; the second found the dataset in place
     assert names(dest) == [".tiny.lock", "tiny"]
     assert load_beir(dest / "tiny").qrels == {"q1": {"d1": 1}}
 
 
-def test_a_lock_held_too_long_is_one_clear_error(server: FakeServer, tmp_path: Path) -> None:
-    registry, _ = tiny_registry(server, tmp_path)
+def test_a_lock_held_too_long_is_one_clear_error(file_server: FileServer, tmp_path: Path) -> None:
+    registry, _ = tiny_registry(file_server, tmp_path)
     dest = tmp_path / "data"
     dest.mkdir()
     # another process downloading tiny holds the lock
@@ -525,11 +477,13 @@ def test_a_lock_held_too_long_is_one_clear_error(server: FakeServer, tmp_path: P
         f"{dest / '.tiny.lock'}: another download of tiny still holds the lock after 0 s; "
         "wait for it to finish or stop it"
     )
-    assert server.hits == [] and names(dest) == [".tiny.lock"]
+    assert file_server.hits == [] and names(dest) == [".tiny.lock"]
 
 
-def test_leftovers_of_a_killed_download_are_removed_next_time(server: FakeServer, tmp_path: Path) -> None:
-    registry, _ = tiny_registry(server, tmp_path)
+def test_leftovers_of_a_killed_download_are_removed_next_time(
+    file_server: FileServer, tmp_path: Path
+) -> None:
+    registry, _ = tiny_registry(file_server, tmp_path)
     dest = tmp_path / "data"
     dest.mkdir()
     long_ago = time.time() - 3600
@@ -557,9 +511,9 @@ def test_leftovers_of_a_killed_download_are_removed_next_time(server: FakeServer
 
 
 def test_an_interrupted_unpack_never_leaves_a_partial_dataset(
-    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    file_server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    registry, _ = tiny_registry(server, tmp_path)
+    registry, _ = tiny_registry(file_server, tmp_path)
     dest = tmp_path / "data"
 
     def interrupted(*args: object, **kwargs: object) -> None:
@@ -573,15 +527,15 @@ def test_an_interrupted_unpack_never_leaves_a_partial_dataset(
     assert (download_dataset("tiny", dest, registry=registry) / CHECKSUMS_FILE).is_file()
 
 
-def test_unwritable_destination_is_one_line(server: FakeServer, tmp_path: Path) -> None:
-    registry, _ = tiny_registry(server, tmp_path)
+def test_unwritable_destination_is_one_line(file_server: FileServer, tmp_path: Path) -> None:
+    registry, _ = tiny_registry(file_server, tmp_path)
     (tmp_path / "a_file").write_text("x", encoding="utf-8")
     dest = tmp_path / "a_file" / "data"  # cannot be created, whoever runs the test
     with pytest.raises(DownloadError) as info:
         download_dataset("tiny", dest, registry=registry)
     assert str(info.value).startswith(f"{dest}: cannot write the destination folder (")
     assert str(info.value).endswith("pass --dest a writable folder")
-    assert server.hits == []
+    assert file_server.hits == []
 
 
 # --------------------------------------------------------------------------- zip bombs (issue 12)
@@ -627,9 +581,9 @@ def understated_zip() -> bytes:
     ids=["total_size", "compression_ratio", "member_count", "understated_member_size"],
 )
 def test_zip_bombs_are_refused_and_write_nothing(
-    server: FakeServer, tmp_path: Path, body: bytes, limits: ExtractLimits | None, message: str
+    file_server: FileServer, tmp_path: Path, body: bytes, limits: ExtractLimits | None, message: str
 ) -> None:
-    url = server.serve("/bomb.zip", body)
+    url = file_server.serve("/bomb.zip", body)
     registry = write_registry(tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": None, "license": "x"}})
     dest = tmp_path / "data"
     with pytest.raises(DataError, match=message) as info:
@@ -657,9 +611,9 @@ def test_extract_limits_are_validated(field_name: str, value: object) -> None:
 
 
 def test_cli_limits_and_exit_codes(
-    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    file_server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    registry, url = tiny_registry(server, tmp_path, sha=False)
+    registry, url = tiny_registry(file_server, tmp_path, sha=False)
     dest = tmp_path / "data"
     assert main(["tiny", "--dest", str(dest), "--registry", str(registry), "--max-members", "2"]) == 2
     assert capsys.readouterr().err == (
@@ -675,9 +629,9 @@ def test_cli_limits_and_exit_codes(
 
 
 def test_unpublished_checksums_are_recorded_and_verified_on_every_load(
-    server: FakeServer, tmp_path: Path
+    file_server: FileServer, tmp_path: Path
 ) -> None:
-    registry, url = tiny_registry(server, tmp_path, sha=False)
+    registry, url = tiny_registry(file_server, tmp_path, sha=False)
     folder = download_dataset("tiny", tmp_path / "data", registry=registry)
     recorded = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
     assert recorded["source"] == url and recorded["dataset"] == "tiny"
@@ -695,9 +649,9 @@ def test_unpublished_checksums_are_recorded_and_verified_on_every_load(
     assert recorded["files"]["qrels/test.tsv"] in message
 
 
-def test_published_checksums_are_checked_and_recorded(server: FakeServer, tmp_path: Path) -> None:
+def test_published_checksums_are_checked_and_recorded(file_server: FileServer, tmp_path: Path) -> None:
     body = build_zip(TINY_FILES)
-    url = server.serve("/tiny.zip", body)
+    url = file_server.serve("/tiny.zip", body)
     files = {"qrels/test.tsv": sha256(TINY_FILES["qrels/test.tsv"].encode("utf-8"))}
     registry = write_registry(
         tmp_path / "r.yaml", {"tiny": {"url": url, "sha256": sha256(body), "license": "x", "files": files}}
@@ -710,10 +664,10 @@ def test_published_checksums_are_checked_and_recorded(server: FakeServer, tmp_pa
 
 
 def test_checksums_are_recorded_per_dataset_of_a_multi_dataset_archive(
-    server: FakeServer, tmp_path: Path
+    file_server: FileServer, tmp_path: Path
 ) -> None:
     forums = {f"{forum}/{rel}": text for forum in ("android", "gis") for rel, text in TINY_FILES.items()}
-    url = server.serve("/cqa.zip", build_zip(forums, prefix="cqa/"))
+    url = file_server.serve("/cqa.zip", build_zip(forums, prefix="cqa/"))
     registry = write_registry(tmp_path / "r.yaml", {"cqa": {"url": url, "sha256": None, "license": "x"}})
     folder = download_dataset("cqa", tmp_path / "data", registry=registry)
     top = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))

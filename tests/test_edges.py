@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ChatServer, unreachable_url
+from http_servers import ChatServer, unreachable_url
 
 from retrievers import ContextStore, Document, Edge, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store

@@ -16,16 +16,12 @@ import hashlib
 import os
 import subprocess
 import sys
-import threading
 import urllib.parse
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import unreachable_url
 from filelock import FileLock
+from http_servers import FileServer, unreachable_url
 
 from viking_eval.data.errors import DataError
 from viking_eval.data.fetch import fetch_converted
@@ -36,19 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 REGISTRY = load_registry(REPO / "datasets" / "registry.yaml")
 
 
-@dataclass
-class ReleaseServer:
-    """Serves the raw releases under their registry URL paths; counts requests."""
-
-    base_url: str
-    routes: dict[str, Path] = field(default_factory=dict)
-    hits: list[str] = field(default_factory=list)
-    altered: set[str] = field(default_factory=set)  # paths served with one byte changed
-
-    def fetched(self, name: str) -> list[str]:
-        """The requests for ``name``'s raw files."""
-        paths = {urllib.parse.urlsplit(raw.url).path for raw in REGISTRY.converted[name].raw}
-        return [hit for hit in self.hits if hit in paths]
+def fetched(releases: FileServer, name: str) -> list[str]:
+    """The requests for ``name``'s raw files."""
+    paths = {urllib.parse.urlsplit(raw.url).path for raw in REGISTRY.converted[name].raw}
+    return [hit for hit in releases.hits if hit in paths]
 
 
 def _raw_file(shared_raw: Path, name: str) -> Path:
@@ -59,40 +46,12 @@ def _raw_file(shared_raw: Path, name: str) -> Path:
 
 
 @pytest.fixture
-def releases(shared_raw: Path) -> Iterator[ReleaseServer]:
-    state = ReleaseServer(base_url="")
+def releases(shared_raw: Path, file_server: FileServer) -> FileServer:
+    """``file_server`` serving the raw releases under their registry URL paths."""
     for entry in REGISTRY.converted.values():
         for raw in entry.raw:
-            state.routes[urllib.parse.urlsplit(raw.url).path] = _raw_file(shared_raw, raw.name)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state.hits.append(self.path)
-            source = state.routes.get(self.path)
-            if source is None:
-                self.send_error(404, "not here")
-                return
-            body = source.read_bytes()
-            if self.path in state.altered:
-                body = bytes([body[0] ^ 1]) + body[1:]
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+            file_server.serve(urllib.parse.urlsplit(raw.url).path, _raw_file(shared_raw, raw.name))
+    return file_server
 
 
 def _environment(tmp_path: Path, mirror: str) -> dict[str, str]:
@@ -173,12 +132,12 @@ def _error_lines(stderr: str) -> list[str]:
 
 
 @pytest.mark.needs_data
-def test_smoke_fetches_adi_by_name_once(releases: ReleaseServer, tmp_path: Path) -> None:
+def test_smoke_fetches_adi_by_name_once(releases: FileServer, tmp_path: Path) -> None:
     first = _run(tmp_path, releases.base_url, "experiment=smoke", label="first")
     assert first.returncode == 0, first.stderr[-3000:]
     home = _data_home(tmp_path)
     _assert_installed_as_registered(home / "adi", "adi")
-    assert releases.fetched("adi") == [urllib.parse.urlsplit(REGISTRY.converted["adi"].raw[0].url).path]
+    assert fetched(releases, "adi") == [urllib.parse.urlsplit(REGISTRY.converted["adi"].raw[0].url).path]
     assert "adi: not found locally; downloading its public release (" in first.stderr
     assert sorted(p.name for p in home.iterdir()) == [".adi.lock", "adi"]  # no partial left
 
@@ -198,21 +157,19 @@ def test_smoke_fetches_adi_by_name_once(releases: ReleaseServer, tmp_path: Path)
     ],
 )
 def test_a_converted_dataset_runs_by_name(
-    releases: ReleaseServer, tmp_path: Path, name: str, overrides: tuple[str, ...]
+    releases: FileServer, tmp_path: Path, name: str, overrides: tuple[str, ...]
 ) -> None:
     result = _run(tmp_path, releases.base_url, *overrides)
     assert result.returncode == 0, result.stderr[-3000:]
     _assert_installed_as_registered(_data_home(tmp_path) / name, name)
-    assert sorted(releases.fetched(name)) == sorted(
+    assert sorted(fetched(releases, name)) == sorted(
         urllib.parse.urlsplit(raw.url).path for raw in REGISTRY.converted[name].raw
     )
     assert len(releases.hits) == len(REGISTRY.converted[name].raw)  # each raw file once, nothing else
 
 
 @pytest.mark.needs_data
-def test_download_command_fetches_every_raw_file_then_finds_it(
-    releases: ReleaseServer, tmp_path: Path
-) -> None:
+def test_download_command_fetches_every_raw_file_then_finds_it(releases: FileServer, tmp_path: Path) -> None:
     result = _download(tmp_path, releases.base_url, "cranfield")
     assert result.returncode == 0, result.stderr
     folder = _data_home(tmp_path) / "cranfield"
@@ -263,7 +220,7 @@ def test_offline_download_command_exits_2_like_a_run(tmp_path: Path, name: str) 
 
 
 @pytest.mark.needs_data
-def test_altered_bytes_are_refused_and_nothing_installed(releases: ReleaseServer, tmp_path: Path) -> None:
+def test_altered_bytes_are_refused_and_nothing_installed(releases: FileServer, tmp_path: Path) -> None:
     raw = REGISTRY.converted["adi"].raw[0]
     releases.altered.add(urllib.parse.urlsplit(raw.url).path)
     result = _run(tmp_path, releases.base_url, "experiment=smoke")

@@ -4,7 +4,7 @@ few, NaN) ends the run with one line ``error: remote model call failed: <url>: <
 (a failed run, not bad input), no traceback, and the run folder marked failed; a ``/rerank``
 endpoint that fails on every query prints one warning line with the count, not one per query.
 
-The models are a local server on 127.0.0.1 (tests/model_server.py); ADI (82 documents) is the
+The models are a local server on 127.0.0.1 (tests/http_servers.py); ADI (82 documents) is the
 corpus."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from model_server import ModelServer
+from http_servers import ModelServer
 
 from retrievers.rerank import fallback_summary
 from retrievers.types import RetrievalResult
@@ -103,7 +103,7 @@ def test_reranker_falling_back_on_every_query_prints_one_line(
         in mentions[0]
     )
     assert "HTTP 500 from" in mentions[0] and "(after 3 attempts)" in mentions[0]
-    assert server.requests == 3 * ADI_QUERIES  # every query tried, with its 2 retries
+    assert len(server.requests) == 3 * ADI_QUERIES  # every query tried, with its 2 retries
 
 
 def _result(doc_id: str, fallback: str | None, fallbacks: int) -> RetrievalResult:

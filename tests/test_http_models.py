@@ -2,26 +2,24 @@
 (retrievers.http.JsonEndpoint), the OpenAI-compatible embedder (retrievers.embedders.http) and the
 ``/rerank`` reranker (retrievers.rerank.http). No test touches the network.
 
-The server plays a script: each request takes the next scripted answer (status, headers, body)
-or, when the script is empty, the answer of the ``reply`` function; ``slow`` holds the answer
-until the client has given up. Waits between retries go to a recorder, not to ``time.sleep``.
+The server (tests/http_servers.py's ScriptedServer) plays a script: each request takes the next
+scripted answer (status, headers, body) or, when the script is empty, the answer of the ``reply``
+function; ``slow`` holds the answer until the client has given up. Waits between retries go to a recorder, not to ``time.sleep``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import unreachable_url
+from http_servers import Reply, ScriptedServer, json_reply, started, unreachable_url
 
 from retrievers.builders import build_store
 from retrievers.embedders import OpenAIEmbedder
@@ -32,64 +30,16 @@ from retrievers.types import Embedder, RetrievalResult
 from viking_eval.run.cache import ArtifactCache, clear_memo
 from viking_eval.run.cached_embedder import CachedEmbedder
 
-Answer = tuple[int, dict[str, str], bytes]
 KEY = "sk-test-0123456789"
 
 
-def ok(data: Any) -> Answer:
-    return 200, {"Content-Type": "application/json"}, json.dumps(data).encode("utf-8")
+def ok(data: Any) -> Reply:
+    return json_reply(data)
 
 
-def status(code: int, body: Any = None, **headers: str) -> Answer:
+def status(code: int, body: Any = None, **headers: str) -> Reply:
     text = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode("utf-8"))
-    return code, {"Content-Type": "application/json", **headers}, text
-
-
-class ModelServer:
-    """A scripted JSON server on 127.0.0.1; ``url`` ends in ``/v1``; ``requests`` keeps every
-    request (path, JSON body, headers)."""
-
-    def __init__(self, reply: Callable[[str, dict[str, Any]], Answer]) -> None:
-        self.reply = reply
-        self.script: list[Answer | str] = []
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
-                step = server.script.pop(0) if server.script else None
-                if step == "slow":
-                    server.release.wait(10)
-                    step = None
-                code, headers, data = step if isinstance(step, tuple) else server.reply(self.path, body)
-                try:
-                    self.send_response(code)
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up (slow)
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+    return Reply(code, text, {"Content-Type": "application/json", **headers})
 
 
 def vector_of(text: str, width: int = 4) -> list[float]:
@@ -99,7 +49,7 @@ def vector_of(text: str, width: int = 4) -> list[float]:
     ] * max(0, width - 4)
 
 
-def embeddings_reply(path: str, body: dict[str, Any]) -> Answer:
+def embeddings_reply(path: str, body: dict[str, Any]) -> Reply:
     """OpenAI's answer shape, items in reverse order (clients must sort by index)."""
     if path != "/v1/embeddings":
         return status(404, {"error": {"message": f"no route {path}"}})
@@ -111,7 +61,7 @@ def embeddings_reply(path: str, body: dict[str, Any]) -> Answer:
     return ok({"object": "list", "data": data[::-1], "model": body["model"]})
 
 
-def rerank_reply(path: str, body: dict[str, Any]) -> Answer:
+def rerank_reply(path: str, body: dict[str, Any]) -> Reply:
     """Cohere's shape: results sorted by score, score = number of query words in the document."""
     if path != "/v1/rerank":
         return status(404, {"detail": "Not Found"})
@@ -125,25 +75,17 @@ def rerank_reply(path: str, body: dict[str, Any]) -> Answer:
 
 
 @pytest.fixture
-def server_factory() -> Iterator[Callable[[Callable[[str, dict[str, Any]], Answer]], ModelServer]]:
-    started: list[ModelServer] = []
-
-    def start(reply: Callable[[str, dict[str, Any]], Answer]) -> ModelServer:
-        started.append(ModelServer(reply))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.close()
+def server_factory() -> Iterator[Callable[[Callable[[str, Any], Reply]], ScriptedServer]]:
+    yield from started(ScriptedServer)
 
 
 @pytest.fixture
-def embed_server(server_factory: Callable[..., ModelServer]) -> ModelServer:
+def embed_server(server_factory: Callable[..., ScriptedServer]) -> ScriptedServer:
     return server_factory(embeddings_reply)
 
 
 @pytest.fixture
-def rerank_server(server_factory: Callable[..., ModelServer]) -> ModelServer:
+def rerank_server(server_factory: Callable[..., ScriptedServer]) -> ScriptedServer:
     return server_factory(rerank_reply)
 
 
@@ -152,7 +94,7 @@ class Waits(list[float]):
         self.append(seconds)
 
 
-def embedder(server: ModelServer, **settings: Any) -> tuple[OpenAIEmbedder, Waits]:
+def embedder(server: ScriptedServer, **settings: Any) -> tuple[OpenAIEmbedder, Waits]:
     made = OpenAIEmbedder("emb-model", base_url=server.url, api_key_env="TEST_EMBED_KEY", **settings)
     waits = Waits()
     made.endpoint.sleep = waits
@@ -169,7 +111,7 @@ def unit(rows: list[list[float]]) -> np.ndarray:
 
 
 def test_embeddings_in_input_order_normalised_with_the_key(
-    embed_server: ModelServer, monkeypatch: pytest.MonkeyPatch
+    embed_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_EMBED_KEY", KEY)
     client, _ = embedder(embed_server)
@@ -188,7 +130,7 @@ def test_embeddings_in_input_order_normalised_with_the_key(
 
 
 def test_key_read_at_call_time_and_absent_when_unset(
-    embed_server: ModelServer, monkeypatch: pytest.MonkeyPatch
+    embed_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TEST_EMBED_KEY", raising=False)
     client, _ = embedder(embed_server)
@@ -199,7 +141,7 @@ def test_key_read_at_call_time_and_absent_when_unset(
     assert embed_server.requests[-1]["headers"]["Authorization"] == "Bearer rotated"
 
 
-def test_batching_prefixes_dimensions_and_blank_texts(embed_server: ModelServer) -> None:
+def test_batching_prefixes_dimensions_and_blank_texts(embed_server: ScriptedServer) -> None:
     client, _ = embedder(embed_server, batch_size=2, dimensions=6, query_prefix="query: ")
     texts = ["one", "  ", "three", "four", "five"]
     vectors = client.encode(texts, kind="query")
@@ -218,13 +160,13 @@ def test_batching_prefixes_dimensions_and_blank_texts(embed_server: ModelServer)
     assert client.encode([], kind="document").shape == (0, 6)
 
 
-def test_dim_before_any_encode_is_one_probe_request(embed_server: ModelServer) -> None:
+def test_dim_before_any_encode_is_one_probe_request(embed_server: ScriptedServer) -> None:
     client, _ = embedder(embed_server)
     assert client.dim == 4
     assert [request["body"]["input"] for request in embed_server.requests] == [["dimension probe"]]
 
 
-def test_429_then_success_honours_retry_after(embed_server: ModelServer) -> None:
+def test_429_then_success_honours_retry_after(embed_server: ScriptedServer) -> None:
     client, waits = embedder(embed_server, backoff_s=0.25)
     embed_server.script = [
         status(429, {"error": {"message": "Rate limit reached"}}, **{"Retry-After": "7"}),
@@ -236,7 +178,7 @@ def test_429_then_success_honours_retry_after(embed_server: ModelServer) -> None
     assert waits == [7.0, 0.5]  # the server's Retry-After, then backoff_s * 2**1
 
 
-def test_retry_after_as_a_date_and_capped(embed_server: ModelServer) -> None:
+def test_retry_after_as_a_date_and_capped(embed_server: ScriptedServer) -> None:
     client, waits = embedder(embed_server, max_backoff_s=3.0)
     later = format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
     embed_server.script = [status(429, None, **{"Retry-After": later})]
@@ -245,7 +187,7 @@ def test_retry_after_as_a_date_and_capped(embed_server: ModelServer) -> None:
 
 
 def test_permanent_500_fails_after_max_retries(
-    embed_server: ModelServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    embed_server: ScriptedServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_EMBED_KEY", KEY)
     client, waits = embedder(embed_server, max_retries=3, backoff_s=0.1)
@@ -260,7 +202,7 @@ def test_permanent_500_fails_after_max_retries(
 
 
 def test_client_errors_fail_at_once_with_the_servers_message(
-    embed_server: ModelServer, monkeypatch: pytest.MonkeyPatch
+    embed_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_EMBED_KEY", KEY)
     client, waits = embedder(embed_server)
@@ -278,7 +220,7 @@ def test_client_errors_fail_at_once_with_the_servers_message(
         client.encode(["alpha"], kind="document")
 
 
-def test_timeout_is_retried_then_fails(embed_server: ModelServer) -> None:
+def test_timeout_is_retried_then_fails(embed_server: ScriptedServer) -> None:
     client, waits = embedder(embed_server, timeout_s=0.2, max_retries=1, backoff_s=0.0)
     embed_server.script = ["slow", "slow"]
     with pytest.raises(EndpointError) as caught:
@@ -288,7 +230,7 @@ def test_timeout_is_retried_then_fails(embed_server: ModelServer) -> None:
     assert caught.value.kind == "timeout" and len(embed_server.requests) == 2 and waits == [0.0]
 
 
-def test_slow_once_then_answered(embed_server: ModelServer) -> None:
+def test_slow_once_then_answered(embed_server: ScriptedServer) -> None:
     client, _ = embedder(embed_server, timeout_s=0.2, max_retries=2, backoff_s=0.0)
     embed_server.script = ["slow"]
     assert client.encode(["alpha"], kind="document").shape == (1, 4)
@@ -303,7 +245,7 @@ def test_unreachable_server() -> None:
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        ((200, {}, b"<html>busy</html>"), "the body is not JSON"),
+        (Reply(200, b"<html>busy</html>"), "the body is not JSON"),
         (ok({"object": "list"}), "has no 'data' list"),
         (ok({"data": [{"index": 0, "embedding": [1.0, 0.0]}] * 2}), "returned 2 vectors for 3 texts"),
         (
@@ -323,7 +265,7 @@ def test_unreachable_server() -> None:
     ],
 )
 def test_answers_of_the_wrong_shape_are_errors(
-    embed_server: ModelServer, answer: Answer, message: str
+    embed_server: ScriptedServer, answer: Reply, message: str
 ) -> None:
     client, waits = embedder(embed_server)
     embed_server.script = [answer]
@@ -332,7 +274,7 @@ def test_answers_of_the_wrong_shape_are_errors(
     assert waits == []  # a wrong answer is not retried
 
 
-def test_width_must_match_dimensions_and_earlier_batches(embed_server: ModelServer) -> None:
+def test_width_must_match_dimensions_and_earlier_batches(embed_server: ScriptedServer) -> None:
     client, _ = embedder(embed_server, dimensions=8)
     embed_server.script = [ok({"data": [{"index": 0, "embedding": [1.0, 2.0]}]})]
     with pytest.raises(EndpointError, match=r"width \[2\], expected 8"):
@@ -346,7 +288,7 @@ def test_width_must_match_dimensions_and_earlier_batches(embed_server: ModelServ
         plain.encode(["a", "b"], kind="document")
 
 
-def test_cached_like_any_embedder(embed_server: ModelServer, tmp_path: Path) -> None:
+def test_cached_like_any_embedder(embed_server: ScriptedServer, tmp_path: Path) -> None:
     client, _ = embedder(embed_server)
     cached = CachedEmbedder(client, ArtifactCache(tmp_path / "cache"))
     texts = ["alpha", "beta", "gamma"]
@@ -401,14 +343,14 @@ INCOMING = [1.0, 0.9, 0.8]
 TEXTS = ["red apple pie", "green apple", "blue sky"]
 
 
-def reranker(server: ModelServer, **settings: Any) -> tuple[HTTPReranker, Waits]:
+def reranker(server: ScriptedServer, **settings: Any) -> tuple[HTTPReranker, Waits]:
     made = HTTPReranker(server.url, "rr-model", api_key_env="TEST_RERANK_KEY", **settings)
     waits = Waits()
     made.endpoint.sleep = waits
     return made, waits
 
 
-def test_rerank_scores_in_input_order(rerank_server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rerank_scores_in_input_order(rerank_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_RERANK_KEY", KEY)
     client, _ = reranker(rerank_server)
     # the server answers in score order: blue sky (2 words), red apple pie (1), green apple (0)
@@ -422,7 +364,7 @@ def test_rerank_scores_in_input_order(rerank_server: ModelServer, monkeypatch: p
     assert (scores, reason) == ([0.1, 0.0, 0.2], None)
 
 
-def test_rerank_batches_and_cuts_texts(rerank_server: ModelServer) -> None:
+def test_rerank_batches_and_cuts_texts(rerank_server: ScriptedServer) -> None:
     client, _ = reranker(rerank_server, batch_size=2, max_text_chars=9)
     # "green apple" cut to 9 characters is "green app": the query word "apple" is gone
     assert client.rerank("apple sky", CANDIDATES, TEXTS) == [0.1, 0.0, 0.1]
@@ -431,13 +373,13 @@ def test_rerank_batches_and_cuts_texts(rerank_server: ModelServer) -> None:
     assert [body["top_n"] for body in bodies] == [2, 1]
 
 
-def test_rerank_tei_shape(rerank_server: ModelServer) -> None:
+def test_rerank_tei_shape(rerank_server: ScriptedServer) -> None:
     client, _ = reranker(rerank_server, api="tei")
     assert client.rerank("green apple", CANDIDATES, TEXTS) == [0.1, 0.2, 0.0]
     assert rerank_server.requests[0]["body"] == {"query": "green apple", "texts": TEXTS}
 
 
-def test_document_missing_from_results_keeps_first_stage_order(rerank_server: ModelServer) -> None:
+def test_document_missing_from_results_keeps_first_stage_order(rerank_server: ScriptedServer) -> None:
     client, _ = reranker(rerank_server)
     cut = ok({"results": [{"index": 2, "relevance_score": 0.9}, {"index": 0, "relevance_score": 0.1}]})
     rerank_server.script = [cut]
@@ -454,7 +396,7 @@ def test_document_missing_from_results_keeps_first_stage_order(rerank_server: Mo
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        ((200, {}, b"not json"), "the body is not JSON"),
+        (Reply(200, b"not json"), "the body is not JSON"),
         (ok({"data": []}), "has no 'results' list"),
         (ok({"results": [{"index": 0, "relevance_score": 0.5}] * 2}), "document 0 is scored twice"),
         (ok({"results": [{"index": 5, "relevance_score": 0.5}]}), r"index 5, not in \[0, 2\]"),
@@ -462,21 +404,21 @@ def test_document_missing_from_results_keeps_first_stage_order(rerank_server: Mo
         (ok({"results": [{"index": 0}]}), "score None, not a finite number"),
     ],
 )
-def test_rerank_bad_answers(rerank_server: ModelServer, answer: Answer, message: str) -> None:
+def test_rerank_bad_answers(rerank_server: ScriptedServer, answer: Reply, message: str) -> None:
     client, _ = reranker(rerank_server)
     rerank_server.script = [answer]
     with pytest.raises(RerankError, match=message):
         client.rerank("q", CANDIDATES, TEXTS)
 
 
-def test_rerank_retries_429_then_succeeds(rerank_server: ModelServer) -> None:
+def test_rerank_retries_429_then_succeeds(rerank_server: ScriptedServer) -> None:
     client, waits = reranker(rerank_server, backoff_s=0.2)
     rerank_server.script = [status(429, {"message": "too many requests"})]
     assert client.rerank("blue", CANDIDATES, TEXTS) == [0.0, 0.0, 0.1]
     assert waits == [0.2] and len(rerank_server.requests) == 2
 
 
-def test_rerank_permanent_500_falls_back_after_retries(rerank_server: ModelServer) -> None:
+def test_rerank_permanent_500_falls_back_after_retries(rerank_server: ScriptedServer) -> None:
     client, waits = reranker(rerank_server, max_retries=2, backoff_s=0.1)
     rerank_server.script = [status(502, b"<html>bad gateway</html>")] * 3
     scores, reason = rerank_with_fallback(client, "q", CANDIDATES, TEXTS)
@@ -487,7 +429,7 @@ def test_rerank_permanent_500_falls_back_after_retries(rerank_server: ModelServe
     assert waits == pytest.approx([0.1, 0.2])
 
 
-def test_rerank_client_error_and_timeout(rerank_server: ModelServer) -> None:
+def test_rerank_client_error_and_timeout(rerank_server: ScriptedServer) -> None:
     client, waits = reranker(rerank_server, timeout_s=0.2, max_retries=0)
     rerank_server.script = [status(422, {"detail": [{"msg": "field required"}]})]
     with pytest.raises(RerankError, match=r"HTTP 422 from .*field required"):
@@ -533,7 +475,7 @@ def test_server_message_shapes() -> None:
     assert server_message(b"x" * 1000).endswith("...") and len(server_message(b"x" * 1000)) == 303
 
 
-def test_endpoint_sends_json_and_returns_json(server_factory: Callable[..., ModelServer]) -> None:
+def test_endpoint_sends_json_and_returns_json(server_factory: Callable[..., ScriptedServer]) -> None:
     server = server_factory(lambda path, body: ok({"echo": body, "path": path}))
     endpoint = JsonEndpoint(server.url + "/anything", api_key_env="UNSET_TEST_KEY_VARIABLE")
     assert endpoint.post({"x": [1, 2]}) == {"echo": {"x": [1, 2]}, "path": "/v1/anything"}
@@ -542,7 +484,7 @@ def test_endpoint_sends_json_and_returns_json(server_factory: Callable[..., Mode
 
 
 def test_redirects_are_not_followed(
-    server_factory: Callable[..., ModelServer], monkeypatch: pytest.MonkeyPatch
+    server_factory: Callable[..., ScriptedServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_EMBED_KEY", KEY)
     elsewhere = server_factory(embeddings_reply)
@@ -556,7 +498,7 @@ def test_redirects_are_not_followed(
 
 
 def test_remote_embedder_and_reranker_through_the_kernel(
-    embed_server: ModelServer, rerank_server: ModelServer
+    embed_server: ScriptedServer, rerank_server: ScriptedServer
 ) -> None:
     """A store built with the remote embedder, a dense retriever reranked by the remote reranker;
     when the reranker's answer misses a document, the first-stage order stays, and says why."""

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from conftest import ChatServer
+from http_servers import ChatServer
 
 from retrievers import ContextNode, Document, StoreConfig
 from retrievers.builders import build_store

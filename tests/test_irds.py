@@ -9,12 +9,12 @@ import json
 import logging
 import uuid
 from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 from conftest import smoke_settings
+from http_servers import unreachable_url
 
 from viking_eval.data import DataError, DataWarning, load_beir, load_dataset, resolve_dataset
 from viking_eval.data.irds import irds_folder, load_irds, split_label
@@ -500,14 +500,6 @@ def test_field_mapping_title_text_metadata_and_query_text() -> None:
 # --------------------------------------------------------------------------- offline
 
 
-def _refused_url() -> str:
-    """An http URL on 127.0.0.1 where nothing listens (a port bound, then released)."""
-    probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    port = probe.server_address[1]
-    probe.server_close()
-    return f"http://127.0.0.1:{port}/collection.tar.gz"
-
-
 def _downloading_collection(home: Path, url: str) -> tuple[str, Path]:
     """A collection whose files ir_datasets must download (as a real one's are): docs from a
     cached download of ``url``, queries and qrels from local files."""
@@ -539,7 +531,7 @@ def test_offline_is_one_line_saying_which_file_and_where(
     import ir_datasets
 
     original_path = ir_datasets.util.Download.path
-    url = _refused_url()
+    url = unreachable_url("/collection.tar.gz")
     name, cache_path = _downloading_collection(_irds_home, url)
     with pytest.raises(DataError) as caught:
         load_irds(f"irds:{name}")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ChatServer, unreachable_url
+from http_servers import ChatServer, unreachable_url
 
 from retrievers.rerank import (
     CrossEncoderReranker,

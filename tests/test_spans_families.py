@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from conftest import ChatServer
+from http_servers import ChatServer, LocalServer, Reply
 from test_graph import QUERY, hand_store
 from test_hierarchical import small_store
 
@@ -215,37 +214,20 @@ def test_the_otlp_exporter_posts_the_spans_to_the_configured_endpoint(
     pytest.importorskip(
         "opentelemetry.exporter.otlp.proto.http", reason="the otel extra (.[dev] includes it)"
     )
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from viking_eval.run.otel import export_spans, span_exporter
 
-    received: list[tuple[str, bytes]] = []
-
-    class Collector(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    collector = LocalServer(lambda request: Reply(200, b"", {"Content-Type": "application/x-protobuf"}))
     try:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.base_url)
         query = _one_query_per_family()["graph"]
         exporter = span_exporter("otlp")
         assert exporter is not None
         export_spans(exporter, "graph", [query])
     finally:
-        server.shutdown()
-        server.server_close()
+        collector.close()
+    received = [(request["path"], request["data"]) for request in collector.requests]
     assert received and all(path == "/v1/traces" for path, _ in received)
     names = []
     for _, body in received:
