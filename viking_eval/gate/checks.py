@@ -23,10 +23,16 @@ cannot be used (``GateError``: the message names the file, key and value).
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sys
+import tempfile
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -172,29 +178,134 @@ def _stored_per_query(check: Check, per_query: Path, where: str) -> PerQuery:
 
 
 def run_checks(
-    planned: Sequence[PlannedCheck], output_dir: Path, run: RunExperiment
+    planned: Sequence[PlannedCheck], output_dir: Path, run: RunExperiment, workers: int | None = None
 ) -> dict[str, RunSummary]:
-    """Run every planned check into ``output_dir/<check name>``; returns the summaries by name.
+    """Run every planned check into ``output_dir/<check name>``; returns the summaries by name,
+    in the file's order.
+
+    The checks are independent runs: on a machine with several cores they run in that many
+    forked worker processes at once (``workers``; default: the cores this process may use, see
+    :func:`gate_workers`), each check's output kept aside and printed whole when it finishes, so
+    the log reads one check at a time. A check that fails in a worker is run again here, so that
+    its error is raised as the one-process gate raises it.
 
     BLAS runs on one thread here. On a shared machine (CI, or two cores and a neighbour's job) a
     multi-threaded matrix product waits for a descheduled thread: exact dense search of one query
     over 1,400 documents took 8 ms with two threads under load and 0.24 ms with one, so the
     latency ratios would measure the machine's load instead of the code. ``run`` is the runner's
     ``run_experiment`` (passed in: the gate sits beside the runner, not above it)."""
-    summaries = {}
+    count = gate_workers(len(planned)) if workers is None else max(1, min(workers, len(planned)))
     with threadpool_limits(limits=1):
+        if count == 1:
+            return {
+                item.check.name: _run_here(item, number, len(planned), output_dir, run)
+                for number, item in enumerate(planned, start=1)
+            }
+        print(f"gate: {len(planned)} checks, {count} at a time", file=sys.stderr, flush=True)
+        finished, failed = run_in_workers(planned, output_dir, run, count)
         for number, item in enumerate(planned, start=1):
-            # one line per check and step, numbered: readable in a CI log, where no bar is drawn,
-            # and between the bars of the check's own run on a terminal
-            step = f"gate [{number}/{len(planned)}] {item.check.name}"
-            start = time.perf_counter()
-            print(f"{step}: running {item.check.command}", file=sys.stderr, flush=True)
-            summaries[item.check.name] = run(
-                item.settings, output_dir / item.check.name, config_yaml=item.config_yaml
-            )
-            seconds = time.perf_counter() - start
-            print(f"{step}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
-    return summaries
+            if item.check.name in failed:
+                finished[item.check.name] = _run_here(item, number, len(planned), output_dir, run)
+    return {item.check.name: finished[item.check.name] for item in planned}
+
+
+def gate_workers(checks: int) -> int:
+    """How many checks run at once: the cores this process may use (at most ``checks``); 1 where
+    processes cannot be forked."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, checks))
+
+
+def _step(number: int, total: int, item: PlannedCheck) -> str:
+    # one line per check and step, numbered: readable in a CI log, where no bar is drawn, and
+    # between the bars of the check's own run on a terminal
+    return f"gate [{number}/{total}] {item.check.name}"
+
+
+def _run_here(
+    item: PlannedCheck, number: int, total: int, output_dir: Path, run: RunExperiment
+) -> RunSummary:
+    step = _step(number, total, item)
+    start = time.perf_counter()
+    print(f"{step}: running {item.check.command}", file=sys.stderr, flush=True)
+    summary = run(item.settings, output_dir / item.check.name, config_yaml=item.config_yaml)
+    print(f"{step}: done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return summary
+
+
+def _run_forked(
+    item: PlannedCheck, output_dir: Path, run: RunExperiment, log: Path, answer: Connection
+) -> None:
+    """A worker process: one check, its output (stdout and stderr) into ``log``, the summary
+    sent back (None when the check failed: the gate runs it again in its own process)."""
+    sink = log.open("w", encoding="utf-8", buffering=1)
+    os.dup2(sink.fileno(), 1)  # what writes to the file descriptors (logging's handlers, C code)
+    os.dup2(sink.fileno(), 2)
+    sys.stdout = sys.stderr = sink  # and Python's own streams, whatever they were replaced by
+    summary: RunSummary | None = None
+    try:
+        with threadpool_limits(limits=1):
+            summary = run(item.settings, output_dir / item.check.name, config_yaml=item.config_yaml)
+    except BaseException:  # reported by running the check again in the gate's process
+        traceback.print_exc()
+    finally:
+        sink.flush()
+        answer.send(summary)
+        answer.close()
+
+
+def run_in_workers(
+    planned: Sequence[PlannedCheck], output_dir: Path, run: RunExperiment, workers: int
+) -> tuple[dict[str, RunSummary], set[str]]:
+    """Run the checks in up to ``workers`` forked processes at once, in the file's order; each
+    check's output is printed when it finishes. Returns the summaries by name and the names of
+    the checks that failed."""
+    context = multiprocessing.get_context("fork")
+    finished: dict[str, RunSummary] = {}
+    failed: set[str] = set()
+    waiting = list(enumerate(planned, start=1))
+    running: dict[Connection, tuple[int, PlannedCheck, BaseProcess, float, Path]] = {}
+    with tempfile.TemporaryDirectory(prefix="gate-") as logs:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                number, item = waiting.pop(0)
+                print(
+                    f"{_step(number, len(planned), item)}: running {item.check.command}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                log = Path(logs) / f"{number}.log"
+                receive, send = context.Pipe(duplex=False)
+                process: BaseProcess = context.Process(
+                    target=_run_forked, args=(item, output_dir, run, log, send)
+                )
+                process.start()
+                send.close()
+                running[receive] = (number, item, process, time.perf_counter(), log)
+            for ready in wait(list(running)):
+                connection = next(key for key in running if key is ready)
+                number, item, process, start, log = running.pop(connection)
+                try:
+                    summary: RunSummary | None = connection.recv()
+                except EOFError:  # the worker died before it could answer
+                    summary = None
+                connection.close()
+                process.join()
+                seconds = time.perf_counter() - start
+                sys.stderr.write(log.read_text(encoding="utf-8", errors="replace"))
+                step = _step(number, len(planned), item)
+                if summary is None:
+                    failed.add(item.check.name)
+                    print(f"{step}: failed in a worker after {seconds:.1f} s", file=sys.stderr, flush=True)
+                else:
+                    finished[item.check.name] = summary
+                    print(f"{step}: done in {seconds:.1f} s", file=sys.stderr, flush=True)
+    return finished, failed
 
 
 def evaluate_baseline(
