@@ -5,7 +5,8 @@ Two modes, one verdict per check, printed one line each:
 - **Baseline file** (``experiments/baselines/<name>.yaml``): for each check, the command that
   produces a run (``python -m viking_eval <overrides>``), the expected metric values per retriever,
   a tolerance, optionally the stored per-query values of the run that set the expectations, and
-  latency expectations. The gate composes and runs every command in this process, then compares.
+  latency expectations. The gate composes every command, runs them (in worker processes, one per
+  core: :func:`run_checks`), then compares.
   ``python -m viking_eval experiment=ci_regression`` (``gate.baseline`` set: the entry point hands
   the run to ``run_gate``) or ``python -m viking_eval.gate check <file>``.
 - **Run folder against a baseline run folder** (``python -m viking_eval.gate compare RUN BASELINE``
