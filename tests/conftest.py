@@ -16,9 +16,10 @@
 - **Slow tests are marked.** ``slow``: a test over about 10 s on 2 idle cores (a real model, a
   subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest.
 - **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
-  config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``) and a
-  smoke multirun (``smoke_multirun``). The local HTTP servers (remote models, chat, files) are
-  in ``tests/http_servers.py``; ``chat_server_factory`` starts its ``ChatServer``.
+  config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``), its
+  pre-flight's one error line (``preflight_error``) and a smoke multirun (``smoke_multirun``). The
+  local HTTP servers (remote models, chat, files) are in ``tests/http_servers.py``;
+  ``chat_server_factory`` starts its ``ChatServer``, ``file_server`` its ``FileServer``.
 - **CI runs everything.** ``VIKING_EVAL_NO_SKIP=1`` (set by ``.ci/run``) turns every skip into a
   failure that quotes the skip's reason.
 """
@@ -312,6 +313,19 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def preflight_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The one line the command line's pre-flight prints for ``argv`` before it exits with status 2
+    (run in this process: no subprocess start-up); fails when it prints a traceback or more."""
+    from viking_eval import cli
+
+    with pytest.raises(SystemExit) as caught:
+        cli.preflight(list(argv))
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err.strip()
 
 
 def smoke_multirun(sweep_dir: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:

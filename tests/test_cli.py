@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import preflight_error, run_cli
 
 from viking_eval import cli
 
@@ -29,16 +29,6 @@ def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, result.stderr
     return errors[0]
-
-
-def _preflight(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """The line the pre-flight prints for ``argv`` (in process: no subprocess start-up)."""
-    with pytest.raises(SystemExit) as caught:
-        cli.preflight(list(argv))
-    assert caught.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    return err.strip()
 
 
 # --------------------------------------------------------------------------- config errors: exit 2
@@ -159,7 +149,7 @@ def test_debug_switch_shows_the_traceback(tmp_path: Path) -> None:
 def test_preflight_refuses_with_one_line(
     capsys: pytest.CaptureFixture[str], argv: list[str], line: str
 ) -> None:
-    assert _preflight(capsys, *argv).startswith(line)
+    assert preflight_error(capsys, *argv).startswith(line)
 
 
 def test_preflight_accepts_good_commands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """Tests for viking_eval.data.download (and its registry and archive modules): registry validation, checksummed download, safe unzip, CLI.
 
-A local server on 127.0.0.1 (``file_server``: tests/http_servers.py's FileServer) serves zips built in the test; nothing touches the
-network. After a download, ``DEST`` holds the dataset folder and the dataset's lock file
+A local server on 127.0.0.1 (``file_server``: tests/http_servers.py's FileServer) serves zips
+built in the test; nothing touches the network. After a download, ``DEST`` holds the dataset folder and the dataset's lock file
 (``.NAME.lock``) and nothing else: no partial file survives a failure.
 """
 

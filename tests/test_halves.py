@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import preflight_error
 from hydra import compose, initialize_config_dir
 
-from viking_eval import cli
 from viking_eval.config import ConfigError, Settings, load_settings
 from viking_eval.data.splits import load_for_phase, resolve_tune_split, take_half
 from viking_eval.run.experiment import run_experiment
@@ -171,22 +171,13 @@ def test_resume_never_reuses_another_half(tmp_path: Path, adi_copy: Path) -> Non
 # --------------------------------------------------------------------------- refusals: one line, exit 2
 
 
-def _preflight(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    with pytest.raises(SystemExit) as caught:
-        cli.preflight(list(argv))
-    assert caught.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    return err.strip()
-
-
 def test_an_unknown_half_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    line = _preflight(capsys, *SMOKE, "dataset.half=held_out")
+    line = preflight_error(capsys, *SMOKE, "dataset.half=held_out")
     assert line == "error: dataset.half: must be one of ['all', 'tune', 'holdout'], got 'held_out'"
 
 
 def test_a_sweep_with_a_half_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    line = _preflight(capsys, "-m", *SMOKE, "dataset.half=holdout", "run.top_k=10,20")
+    line = preflight_error(capsys, "-m", *SMOKE, "dataset.half=holdout", "run.top_k=10,20")
     assert line.startswith("error: dataset.half: 'holdout' is for a single run;"), line
     assert "set dataset.half=all" in line
 
