@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from viking_eval.measures.paired_tests import all_equal, paired_differences
 
@@ -50,6 +49,8 @@ def bootstrap_interval(
     mean = float(np.mean(differences))
     if all_equal(differences):
         return Interval(mean, mean, mean, confidence, method, 0)
+    from scipy import stats  # here, not at import: scipy.stats takes a second to load
+
     result = stats.bootstrap(
         (differences,),
         np.mean,

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 TestName = Literal["t-test", "wilcoxon", "permutation"]
 
@@ -99,6 +98,8 @@ def paired_t_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarr
         return TestResult("t-test", 0.0, 1.0, 0.0, "d_z", differences.size)
     if math.isinf(dz):
         return TestResult("t-test", dz, 0.0, dz, "d_z", differences.size)
+    from scipy import stats  # here, not at import: scipy.stats takes a second to load
+
     result = stats.ttest_rel(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
     return TestResult("t-test", float(result.statistic), float(result.pvalue), dz, "d_z", differences.size)
 
@@ -110,6 +111,8 @@ def rank_biserial(differences: np.ndarray) -> float:
     nonzero = differences[differences != 0.0]
     if nonzero.size == 0:
         return 0.0
+    from scipy import stats  # here, not at import: scipy.stats takes a second to load
+
     ranks = stats.rankdata(np.abs(nonzero))
     positive = float(ranks[nonzero > 0].sum())
     negative = float(ranks[nonzero < 0].sum())
@@ -128,6 +131,8 @@ def wilcoxon_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarr
     effect = rank_biserial(differences)
     if not np.any(differences):
         return TestResult("wilcoxon", 0.0, 1.0, 0.0, "rank_biserial", differences.size)
+    from scipy import stats  # here, not at import: scipy.stats takes a second to load
+
     result = stats.wilcoxon(differences, zero_method="wilcox")
     return TestResult(
         "wilcoxon", float(result.statistic), float(result.pvalue), effect, "rank_biserial", differences.size

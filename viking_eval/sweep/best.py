@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from scipy import stats
 
 from viking_eval.config import load_settings
 from viking_eval.results import layout, run_folder, sweep_folder
@@ -57,6 +56,8 @@ def _paired(best: RunSummary, default: RunSummary, retriever: str, metric: str) 
     if all(x == y for x, y in zip(a, b, strict=True)):
         p_value = 1.0
     else:
+        from scipy import stats  # here, not at import: scipy.stats takes a second to load
+
         p_value = float(stats.ttest_rel(a, b).pvalue)
         p_value = 1.0 if math.isnan(p_value) else p_value
     return {
