@@ -117,6 +117,9 @@ class ExactVectorIndex:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
         rescoring (see the module docstring)."""
 
+        if queries.shape[0] == 1:  # one query (the latency path): a float64 dot product
+            row = queries[0].astype(np.float64)
+            return np.array([self._band_factor * math.sqrt(float(np.dot(row, row)))])
         norms = np.sqrt(np.einsum("ij,ij->i", queries, queries, dtype=np.float64))
         result: npt.NDArray[np.float64] = self._band_factor * norms
         return result
