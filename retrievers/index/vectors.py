@@ -57,6 +57,11 @@ CHUNK_ROWS = 65536
 #: every _SAMPLE-th score of a row gives a cheap lower bound of its k-th best (see _collect)
 _SAMPLE = 32
 _MIN_SAMPLE = 16
+#: rows of a batch's sample at most (bounds its copy: 32768 x 384 x 4 B = 50 MB)
+_MAX_SAMPLE_ROWS = 32768
+#: rows per chunk in a batch: a block's scores (``_QUERY_BLOCK`` x this, 16 MB) stay in the cache
+#: between the GEMM that writes them and the pass that keeps the candidates
+BATCH_CHUNK_ROWS = 16384
 
 
 class ExactVectorIndex:
@@ -153,19 +158,21 @@ class ExactVectorIndex:
             return [empty for _ in range(n_queries)]
         bands = self.rounding_bands(query_matrix)
         parts: list[tuple[IndexArray, IndexArray, Float32Array]] = []
-        steps = self._steps(query_matrix, allowed, chunk_size)
         if n_queries == 1:
-            for start, first, scores in steps:
-                parts.append(self._collect(scores, start, first, length, bands))
+            for start, first, scores in self._steps(query_matrix, allowed, chunk_size):
+                parts.append(self._collect(scores, start, first, length, bands, None))
         else:
-            # a batch: the next block's GEMM runs while one worker keeps the previous block's
-            # candidates (numpy releases the GIL); blocks are collected in order, one at a time
+            # a batch: one floor per query from a sample of rows, then chunks small enough for
+            # their scores to stay in the cache; the next block's GEMM runs while one worker
+            # keeps the previous block's candidates (numpy releases the GIL), in order
+            floors = self._sample_floors(query_matrix, allowed, length, bands)
+            steps = self._steps(query_matrix, allowed, min(chunk_size, BATCH_CHUNK_ROWS))
             with ThreadPoolExecutor(max_workers=1) as worker:
                 pending: Future[tuple[IndexArray, IndexArray, Float32Array]] | None = None
                 for start, first, scores in steps:
                     if pending is not None:
                         parts.append(pending.result())
-                    pending = worker.submit(self._collect, scores, start, first, length, bands)
+                    pending = worker.submit(self._collect, scores, start, first, length, bands, floors)
                 if pending is not None:
                     parts.append(pending.result())
         found_rows, found_scores = _by_query(parts, n_queries)
@@ -199,26 +206,56 @@ class ExactVectorIndex:
                     scores[:, excluded] = -np.inf
                 yield start, first, scores
 
+    def _sample_floors(
+        self, queries: Float32Array, allowed: BoolArray | None, length: int, bands: npt.NDArray[np.float64]
+    ) -> Float32Array | None:
+        """Per query of a batch, a float32 score below which no item can reach its top
+        ``length``: the k-th best score of every ``_SAMPLE``-th allowed row (at most
+        ``_MAX_SAMPLE_ROWS`` rows, evenly spread), minus the band (see :meth:`_collect`); None
+        when the sample holds too few rows to cut anything."""
+        rows = np.arange(self.size) if allowed is None else np.flatnonzero(allowed)
+        rows = rows[:: max(_SAMPLE, -(-rows.size // _MAX_SAMPLE_ROWS))]
+        if rows.size <= max(length, _MIN_SAMPLE):
+            return None
+        sampled = self._vectors[rows]
+        floors = np.empty(queries.shape[0], dtype=np.float32)
+        width = rows.size
+        for first in range(0, queries.shape[0], _QUERY_BLOCK):
+            block = queries[first : first + _QUERY_BLOCK]
+            sample = block @ sampled.T
+            bound = np.partition(sample, width - length, axis=1)[:, width - length]
+            floors[first : first + block.shape[0]] = _floor32(bound - bands[first : first + block.shape[0]])
+        return floors
+
     @staticmethod
     def _collect(
-        scores: Float32Array, start: int, first: int, length: int, bands: npt.NDArray[np.float64]
+        scores: Float32Array,
+        start: int,
+        first: int,
+        length: int,
+        bands: npt.NDArray[np.float64],
+        floors: Float32Array | None,
     ) -> tuple[IndexArray, IndexArray, Float32Array]:
         """The block's items that may be in their query's top ``length``: (query, row, float32
         score) arrays, by query then row.
 
-        Any item below (a lower bound of the chunk's k-th best score) minus the band cannot be.
-        The k-th best of every ``_SAMPLE``-th item is such a bound (a subset's k-th best is never
-        above the whole's) and costs a partition of a part of the row; the items above it (about
+        Any item below (a lower bound of the query's k-th best score) minus the band cannot be.
+        The k-th best score of any subset of the items is such a bound (never above the whole's):
+        of the sample of the whole matrix (``floors``, a batch) or of every ``_SAMPLE``-th item
+        of the chunk (one query: a partition of a part of the row). The items above it (about
         ``_SAMPLE * length`` a query) are cut again at their k-th best over every chunk when
         rescored."""
         n_queries, n_items = scores.shape
-        sample = scores[:, ::_SAMPLE] if n_items >= _SAMPLE * max(length, _MIN_SAMPLE) else scores
-        width = sample.shape[1]
-        if width > length:
-            bound = np.partition(sample, width - length, axis=1)[:, width - length]
+        if floors is not None:
+            cut = floors[first : first + n_queries]
         else:
-            bound = sample.min(axis=1)
-        cut = (bound - bands[first : first + n_queries]).astype(np.float32)
+            sample = scores[:, ::_SAMPLE] if n_items >= _SAMPLE * max(length, _MIN_SAMPLE) else scores
+            width = sample.shape[1]
+            if width > length:
+                bound = np.partition(sample, width - length, axis=1)[:, width - length]
+            else:
+                bound = sample.min(axis=1)
+            cut = _floor32(bound - bands[first : first + n_queries])
         # one pass over the whole block (row by row, np.flatnonzero's call costs more than the
         # comparison for a batch); the flat positions are sorted, so each query's are a slice
         flat = np.flatnonzero(scores >= cut[:, None])
@@ -284,6 +321,15 @@ class ExactVectorIndex:
             stop = min(start + chunk_size, self.size)
             out[start:stop] = self._vectors[start:stop] @ vector
         return out
+
+
+def _floor32(values: npt.NDArray[np.float64]) -> Float32Array:
+    """``values`` rounded down to float32 (a cut never rises above the float64 one)."""
+    rounded = values.astype(np.float32)
+    above = rounded > values
+    if above.any():
+        rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
+    return rounded
 
 
 def _by_query(
