@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.faiss_params import search_parameters
+from retrievers.index.faiss_calls import search_blocks, search_parameters
 from retrievers.index.rescore import band_top, float32_scores, rescore
 from retrievers.index.vectors import ExactVectorIndex, Hits, check_queries
 from retrievers.ranking import check_mask, check_positive_int
@@ -338,16 +338,10 @@ class FaissVectorIndex:
         if wanted != before:
             faiss.omp_set_num_threads(wanted)
         try:
-            parts = [
-                self._index.search(query_matrix[first : first + block], fetch, params=parameters)
-                for first in range(0, n_queries, block)
-            ]
+            return search_blocks(faiss, self._index, query_matrix, fetch, parameters, block)
         finally:
             if wanted != before:
                 faiss.omp_set_num_threads(before)
-        if len(parts) == 1:
-            return parts[0]  # type: ignore[no-any-return]
-        return np.vstack([values for values, _ in parts]), np.vstack([rows for _, rows in parts])
 
     def omp_threads(self, n_queries: int, available: int) -> int:
         """:attr:`threads` (None: ``available``) but no more than ``n_queries`` (module docstring)."""
