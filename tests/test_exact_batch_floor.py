@@ -87,3 +87,33 @@ def test_floor32_rounds_down_never_up() -> None:
     # the largest float32 not above each value: the next float32 up is above it
     assert (np.nextafter(rounded, np.float32(np.inf)).astype(np.float64) > values).all()
     assert rounded[4] == 0.5  # exact values stay
+
+
+@pytest.mark.parametrize("real_valued", [False, True])
+def test_one_query_faiss_kernel_equals_the_einsum_kernel_bit_for_bit(
+    real_valued: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One query's candidates come from faiss's dot products when faiss is installed, else from
+    einsum: the results are the same bits (the rescoring decides), ties broken by row."""
+    rng = np.random.default_rng(17)
+    if real_valued:
+        vectors = rng.standard_normal((5000, 40)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    else:
+        vectors = integer_rows(5000, 40, seed=18)
+    vectors[2000:2030] = vectors[11]
+    others = (
+        rng.standard_normal((15, 40)).astype(np.float32) if real_valued else integer_rows(15, 40, seed=19)
+    )
+    queries = np.concatenate([vectors[[11]], others])
+    index = ExactVectorIndex(vectors)
+    assert vectors_module.optional_faiss() is not None
+    with_faiss = [index.search(query, 20, chunk_size=1500)[0] for query in queries]
+    monkeypatch.setattr(vectors_module, "optional_faiss", lambda: None)
+    with_einsum = [index.search(query, 20, chunk_size=1500)[0] for query in queries]
+    for (scores, rows), (want_scores, want_rows) in zip(with_faiss, with_einsum, strict=True):
+        assert rows.tobytes() == want_rows.tobytes() and scores.tobytes() == want_scores.tobytes()
+    np.testing.assert_array_equal(with_faiss[0][1][:11], [11, *range(2000, 2010)])
+    if not real_valued:
+        for query, (_, rows) in zip(queries, with_faiss, strict=True):
+            np.testing.assert_array_equal(rows, reference(vectors, query, 20, None))

@@ -3,12 +3,27 @@ search (the knob of its kind, the selector of the rows a mask allows) and the se
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["search_blocks", "search_parameters"]
+__all__ = ["optional_faiss", "search_blocks", "search_parameters"]
+
+
+@functools.cache
+def optional_faiss() -> Any | None:
+    """The faiss module, imported on first use, or None when it is not installed."""
+    loader = logging.getLogger("faiss.loader")
+    if loader.level == logging.NOTSET:  # it logs each SIMD build it fails to find, at INFO
+        loader.setLevel(logging.WARNING)
+    try:
+        import faiss
+    except ImportError:  # pragma: no cover - faiss-cpu is a dependency
+        return None
+    return faiss
 
 
 def search_parameters(
