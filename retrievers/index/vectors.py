@@ -14,7 +14,8 @@ So search runs in two stages:
    ``gamma_d * |q| * |v|`` with ``gamma_d = d u / (1 - d u)`` and ``u = 2^-24`` (Higham,
    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. 3.5), for any summation order.
    Every item whose float32 score is within twice that bound of the k-th best float32 score is a
-   candidate, so the candidates hold every item of the top k, however einsum or BLAS rounded.
+   candidate, so the candidates hold every item of the top k, however faiss, einsum or BLAS
+   rounded.
 2. **Batch-invariant scores for the candidates**: each candidate row times the query, summed by
    numpy's pairwise summation row by row: the value depends only on that row and the query, never
    on the batch, and its error (``~log2(d) u``) is smaller than BLAS's. The band above covers
@@ -22,9 +23,11 @@ So search runs in two stages:
    asc) are returned.
 
 The corpus is walked in chunks of rows (a memory-mapped matrix is read once per batch), never
-building an ``n_queries x n_items`` matrix; in a batch, one worker thread keeps a block's
-candidates while the next block's GEMM runs (blocks are collected in order, so the candidates
-are the same as in one thread). Results follow the ranking order (score desc, row
+building an ``n_queries x n_items`` matrix. A batch cuts its chunks (:data:`BATCH_CHUNK_ROWS`
+rows, whose scores stay in the cache) at one floor per query taken from a sample of the rows
+(:meth:`ExactVectorIndex._sample_floors`); one worker thread keeps a block's candidates while the
+next block's GEMM runs (blocks are collected in order, so the candidates are the same as in one
+thread). Results follow the ranking order (score desc, row
 asc; :mod:`retrievers.ranking`); masked-out items are left out.
 """
 
