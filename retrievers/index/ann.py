@@ -21,10 +21,12 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
   score is within the exact index's rounding band of the k-th best are scored again exactly as
   the exact index scores them (float32 products, numpy's pairwise sum per row: the same value in
   any batch; the others cannot enter the top k), and the top ``k`` are returned by (score desc,
-  row asc). IVF-PQ's quantised distances have no such bound: its candidates are first scored in
-  float32 by faiss's dot products over the exact index's matrix (what ``IndexRefineFlat``
-  computes, without a copy), so the codes only choose and its recall is set by how many it asks
-  for more than by ``nprobe`` (docs/scale.md). IVF-Flat's ``2k`` are all rescored (cheaper).
+  row asc), the whole batch at once (:func:`~retrievers.index.rescore.band_top`). HNSW gives its
+  best ``2k`` first (the same walk, the top of the same list); a query whose ``2k`` all lie within
+  the band asks again for ``max(k, efSearch)``: the same results. IVF-PQ's quantised distances have no such bound: its candidates are
+  first scored in float32 by faiss's dot products over the exact index's matrix (what
+  ``IndexRefineFlat`` computes, without a copy), so the codes only choose and its recall is set
+  by how many it asks for more than by ``nprobe`` (docs/scale.md).
 * **Batch == single, bit for bit.** HNSW walks each query on its own, so a batch goes to faiss
   at once. So does flat's, though faiss rounds a batch differently from one query: its ``2k``
   candidates only choose, and a query whose last candidate is still within the band of the
@@ -73,7 +75,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.rescore import band_candidates, float32_scores, rescore
+from retrievers.index.faiss_calls import search_blocks, search_parameters
+from retrievers.index.rescore import band_top, float32_scores, rescore
 from retrievers.index.vectors import ExactVectorIndex, Hits, check_queries
 from retrievers.ranking import check_mask, check_positive_int
 
@@ -187,6 +190,7 @@ class FaissVectorIndex:
         self.mmapped = False
         self.threads: int | None = None  #: faiss's OpenMP threads (None: the process's; omp_threads)
         self._parameter_cache: dict[tuple[int | None, int | None], Any] = {}
+        self._knobs_checked: set[tuple[int | None, int | None, int | None]] = {(None, None, None)}
         if int(index.ntotal) != exact.size or int(index.d) != exact.dim:
             raise ValueError(
                 f"faiss index holds {index.ntotal} vectors of dimension {index.d}; the embeddings are "
@@ -271,7 +275,11 @@ class FaissVectorIndex:
         call (a knob of another kind is refused). One ``(scores float32, rows int64)`` pair per
         query, of length at most ``min(k, allowed rows)``."""
         k = check_positive_int(k, "k")
-        self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
+        knobs = (ef_search, nprobe, refine_factor)
+        if knobs not in self._knobs_checked:  # a knob sweep checks each value once
+            self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
+            if len(self._knobs_checked) < 256:
+                self._knobs_checked.add(knobs)
         query_matrix = check_queries(queries, self.dim)
         if not query_matrix.flags.c_contiguous:
             query_matrix = np.ascontiguousarray(query_matrix)
@@ -285,27 +293,36 @@ class FaissVectorIndex:
         if n_allowed <= k or (allowed is not None and n_allowed < EXACT_FRACTION * self.size):
             rows = np.arange(self.size, dtype=np.int64) if allowed is None else np.flatnonzero(allowed)
             return rescore(self.exact.vectors, query_matrix, [rows] * n_queries, length)
+        # the candidates the contract asks faiss for (module docstring) ...
         fetch = 2 * k
         if self.kind == "hnsw":
             fetch = max(k, ef_search if ef_search is not None else int(self._index.hnsw.efSearch))
         elif self.kind == "ivf_pq":
             fetch = (refine_factor if refine_factor is not None else DEFAULT_REFINE_FACTOR) * k
         fetch = min(fetch, n_allowed)
+        # ... or, for flat and HNSW, their best 2k first: the same walk, the top of the same list
+        asked = min(fetch, 2 * k) if self.kind in ("flat", "hnsw") else fetch
         parameters = self._parameters(allowed, ef_search, nprobe)
-        scores, labels = self._faiss_search(query_matrix, fetch, parameters)
+        bands = self.exact.rounding_bands(query_matrix)
+        scores, labels = self._faiss_search(query_matrix, asked, parameters)
+        vectors = self.exact.vectors
         if self.kind == "ivf_pq":  # quantised scores only choose: score the candidates in float32
-            scores = float32_scores(_faiss(), self.exact.vectors, query_matrix, labels)
-        # (2k candidates, IVF-Flat's, cost less to rescore than to cut at the band)
-        cut = self.kind == "flat" or fetch > 2 * length
-        bands = self.exact.rounding_bands(query_matrix) if cut else None
-        candidates, incomplete = band_candidates(
-            labels, scores, bands, length, n_allowed if self.kind == "flat" else None
+            scores = float32_scores(_faiss(), vectors, query_matrix, labels)
+        complete = n_allowed if self.kind == "flat" else fetch  # flat's contract: every row
+        results, again = band_top(
+            vectors, query_matrix, labels, scores, bands, length, check_gap=asked < complete
         )
-        results = rescore(self.exact.vectors, query_matrix, candidates, length)
-        if incomplete:
-            exact_hits = self.exact.search(query_matrix[incomplete], length, mask=allowed)
-            for i, hits in zip(incomplete, exact_hits, strict=True):
-                results[i] = hits
+        if not again:
+            return results
+        if self.kind == "flat":  # every row searched: the exact index's answer is the contract's
+            repeated = self.exact.search(query_matrix[again], length, mask=allowed)
+        else:  # near-ties past the 2k: the contract's fetch, as if asked at first
+            scores, labels = self._faiss_search(query_matrix[again], fetch, parameters)
+            repeated, _ = band_top(
+                vectors, query_matrix[again], labels, scores, bands[again], length, check_gap=False
+            )
+        for i, hits in zip(again, repeated, strict=True):
+            results[i] = hits
         return results
 
     def _faiss_search(
@@ -321,16 +338,10 @@ class FaissVectorIndex:
         if wanted != before:
             faiss.omp_set_num_threads(wanted)
         try:
-            parts = [
-                self._index.search(query_matrix[first : first + block], fetch, params=parameters)
-                for first in range(0, n_queries, block)
-            ]
+            return search_blocks(faiss, self._index, query_matrix, fetch, parameters, block)
         finally:
             if wanted != before:
                 faiss.omp_set_num_threads(before)
-        if len(parts) == 1:
-            return parts[0]  # type: ignore[no-any-return]
-        return np.vstack([values for values, _ in parts]), np.vstack([rows for _, rows in parts])
 
     def omp_threads(self, n_queries: int, available: int) -> int:
         """:attr:`threads` (None: ``available``) but no more than ``n_queries`` (module docstring)."""
@@ -346,27 +357,10 @@ class FaissVectorIndex:
             key = (ef_search, nprobe)
             cached = self._parameter_cache.get(key)
             if cached is None:
-                cached = self._parameter_cache[key] = self._make_parameters(None, ef_search, nprobe)
+                cached = search_parameters(_faiss(), self.kind, self.size, None, ef_search, nprobe)
+                self._parameter_cache[key] = cached
             return cached
-        return self._make_parameters(allowed, ef_search, nprobe)
-
-    def _make_parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
-        faiss = _faiss()
-        selector = None
-        if allowed is not None:
-            bits = np.packbits(allowed, bitorder="little")  # faiss: bit i & 7 of byte i >> 3
-            selector = faiss.IDSelectorBitmap(self.size, faiss.swig_ptr(bits))
-            selector.referenced_bits = bits  # keep the buffer alive as long as the selector
-        if self.kind == "hnsw":  # the knobs are resolved by _parameters
-            parameters = faiss.SearchParametersHNSW(efSearch=ef_search)
-        elif self.kind in ("ivf_flat", "ivf_pq"):
-            parameters = faiss.SearchParametersIVF(nprobe=nprobe)
-        else:
-            parameters = faiss.SearchParameters()
-        if selector is not None:
-            parameters.sel = selector
-            parameters.referenced_selector = selector
-        return parameters
+        return search_parameters(_faiss(), self.kind, self.size, allowed, ef_search, nprobe)
 
     # -- build, save, load ----------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from retrievers.index.vectors import Hits
 
-__all__ = ["band_candidates", "float32_scores", "rescore"]
+__all__ = ["band_top", "float32_scores", "rescore"]
 
 Float32Array = npt.NDArray[np.float32]
 IndexArray = npt.NDArray[np.int64]
@@ -92,34 +92,123 @@ def float32_scores(
     return scores
 
 
-def band_candidates(
+def band_top(
+    vectors: Float32Array,
+    queries: Float32Array,
     labels: IndexArray,
     scores: Float32Array,
-    bands: npt.NDArray[np.float64] | None,
+    bands: npt.NDArray[np.float64],
     length: int,
-    n_allowed: int | None,
-) -> tuple[list[IndexArray], list[int]]:
-    """Each query's candidate rows (faiss's ``labels``, -1 = none) that may reach its top
-    ``length``: a float32 score is within the rounding band (``bands``, per query; None: keep
-    every candidate) of the exact score, so one below the k-th best float32 score minus the band
-    cannot. With ``n_allowed`` (a complete scan such as flat's, of that many rows), also the
-    queries whose last candidate is still within the band of the k-th best: a row faiss did not
-    return might then reach the top (many near-ties at the cut), and they must be searched
-    exactly."""
-    candidates = []
-    incomplete = []
-    for i in range(labels.shape[0]):
-        rows, values = labels[i], scores[i]
-        if rows[-1] < 0:  # faiss fills the rows it did not find with -1, at the end
-            present = rows >= 0
-            rows, values = rows[present], values[present]
-        if bands is not None and rows.size > length:
-            kth = np.partition(values, rows.size - length)[rows.size - length]
-            if n_allowed is not None and rows.size < n_allowed and values.min() >= kth - bands[i]:
-                incomplete.append(i)
-            rows = rows[values >= kth - bands[i]]
-        candidates.append(rows)
-    return candidates, incomplete
+    *,
+    check_gap: bool,
+) -> tuple[Hits, list[int]]:
+    """Each query's top ``length`` among faiss's candidates (``labels``, ``(n_queries, fetch)``,
+    -1 = none, with their float32 ``scores``), as :func:`rescore` ranks and scores them, for the
+    whole batch at once: the candidates within the rounding band (``bands``, per query) of the
+    k-th best float32 score are gathered, multiplied by their query and summed row by row
+    (numpy's pairwise sum, the exact index's value in any batch), then ordered by (query, score
+    desc, row asc). A candidate below the band cannot reach the top (the module docstring of
+    :mod:`retrievers.index.vectors`), so the result equals rescoring every candidate.
+
+    With ``check_gap`` (faiss was asked for fewer candidates than the contract's), also the
+    queries whose ``fetch`` candidates all lie within the band (faiss returned as many as asked,
+    the lowest still within the band of the k-th best): a row faiss did not return might reach
+    their top, so the caller must search them again and replace their (empty) entries."""
+    n_queries, fetch = labels.shape
+    if n_queries == 1:
+        return _one_top(vectors, queries[0], labels[0], scores[0], float(bands[0]), length, check_gap)
+    present = labels >= 0
+    absent = not bool(present[:, -1].all())  # faiss fills the rows it did not find with -1, at the end
+    if absent:
+        scores = np.where(present, scores, np.float32(-np.inf))
+    if fetch > length:
+        kth = np.partition(scores, fetch - length, axis=1)[:, fetch - length]
+        floor = kth - bands  # float64: the float32 scores are compared exactly
+        keep = scores >= floor[:, None]
+        if absent:
+            keep &= present
+    else:
+        floor = np.full(n_queries, -np.inf)
+        keep = present
+    again: list[int] = []
+    if check_gap:
+        again = np.flatnonzero(present[:, -1] & (scores.min(axis=1) >= floor)).tolist()
+        if again:
+            keep[again] = False
+    results: Hits = []
+    step = max(1, _RESCORE_ROWS // fetch)  # bounds the products held at once
+    for first in range(0, n_queries, step):
+        results += _top_of_kept(
+            vectors,
+            queries[first : first + step],
+            labels[first : first + step],
+            keep[first : first + step],
+            length,
+        )
+    return results, again
+
+
+def _one_top(
+    vectors: Float32Array,
+    query: Float32Array,
+    labels: IndexArray,
+    scores: Float32Array,
+    band: float,
+    length: int,
+    check_gap: bool,
+) -> tuple[Hits, list[int]]:
+    """:func:`band_top` for one query (the latency path): the same steps on 1-D arrays, in as
+    few numpy calls as they take."""
+    if labels[-1] < 0:  # faiss fills the rows it did not find with -1, at the end
+        present = labels >= 0
+        labels, scores, check_gap = labels[present], scores[present], False
+    fetch = labels.size
+    if fetch > length:
+        # float64: the float32 scores are compared exactly (a Python float would be cast down)
+        floor = np.float64(float(np.partition(scores, fetch - length)[fetch - length]) - band)
+        keep = scores >= floor
+        rows = labels[keep]
+        if check_gap and rows.size == fetch:  # every candidate within the band: ask again
+            return [(scores[:0], labels[:0])], [0]
+    else:
+        rows = labels
+    products = vectors[rows]  # a copy (fancy indexing), multiplied in place
+    if products.dtype != np.float32:
+        products = products.astype(np.float32)
+    np.multiply(products, query, out=products)  # elementwise: the exact index's products
+    exact = np.add.reduce(products, axis=1)  # what .sum(axis=1) calls: pairwise per row
+    picked = np.lexsort((rows, -exact))[:length]
+    return [_checked(exact[picked], rows[picked])], []
+
+
+def _top_of_kept(
+    vectors: Float32Array, queries: Float32Array, labels: IndexArray, keep: npt.NDArray[np.bool_], length: int
+) -> Hits:
+    n_queries = labels.shape[0]
+    owner, position = np.nonzero(keep)  # by query, then by faiss's order
+    rows = labels[owner, position]
+    products = vectors[rows]  # a copy (fancy indexing), multiplied in place
+    if products.dtype != np.float32:
+        products = products.astype(np.float32)
+    # elementwise: the same products as the exact index (one query: no gathered copy of it)
+    np.multiply(products, queries[0] if n_queries == 1 else queries[owner], out=products)
+    exact = np.add.reduce(products, axis=1)  # what .sum(axis=1) calls: pairwise per row
+    order = np.lexsort((rows, -exact, owner)) if n_queries > 1 else np.lexsort((rows, -exact))
+    counts = np.bincount(owner, minlength=n_queries)
+    starts = np.cumsum(counts) - counts
+    if n_queries == 1 or bool((counts >= length).all()):
+        if n_queries == 1:
+            picked = order[: min(int(counts[0]), length)][None, :]
+        else:
+            picked = order[starts[:, None] + np.arange(length)]
+        top_scores, top_rows = exact[picked], rows[picked]
+        _checked(top_scores, top_rows)
+        return list(zip(top_scores, top_rows, strict=True))
+    results: Hits = []
+    for start, count in zip(starts.tolist(), counts.tolist(), strict=True):
+        picked = order[start : start + min(count, length)]
+        results.append(_checked(exact[picked], rows[picked]))
+    return results
 
 
 def _checked(scores: Float32Array, rows: IndexArray) -> tuple[Float32Array, IndexArray]:

@@ -1,0 +1,75 @@
+"""How :class:`retrievers.index.ann.FaissVectorIndex` calls faiss: the search parameters of one
+search (the knob of its kind, the selector of the rows a mask allows) and the search calls."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["optional_faiss", "search_blocks", "search_parameters"]
+
+
+@functools.cache
+def optional_faiss() -> Any | None:
+    """The faiss module, imported on first use, or None when it is not installed."""
+    loader = logging.getLogger("faiss.loader")
+    if loader.level == logging.NOTSET:  # it logs each SIMD build it fails to find, at INFO
+        loader.setLevel(logging.WARNING)
+    try:
+        import faiss
+    except ImportError:  # pragma: no cover - faiss-cpu is a dependency
+        return None
+    return faiss
+
+
+def search_parameters(
+    faiss: Any,
+    kind: str,
+    n_rows: int,
+    allowed: npt.NDArray[np.bool_] | None,
+    ef_search: int | None,
+    nprobe: int | None,
+) -> Any:
+    """faiss ``SearchParameters`` of ``kind`` (HNSW: ``efSearch``; IVF: ``nprobe``; both resolved
+    by the caller) with an ``IDSelectorBitmap`` of the ``allowed`` rows (of ``n_rows``) when given."""
+    selector = None
+    if allowed is not None:
+        bits = np.packbits(allowed, bitorder="little")  # faiss: bit i & 7 of byte i >> 3
+        selector = faiss.IDSelectorBitmap(n_rows, faiss.swig_ptr(bits))
+        selector.referenced_bits = bits  # keep the buffer alive as long as the selector
+    if kind == "hnsw":
+        parameters = faiss.SearchParametersHNSW(efSearch=ef_search)
+    elif kind in ("ivf_flat", "ivf_pq"):
+        parameters = faiss.SearchParametersIVF(nprobe=nprobe)
+    else:
+        parameters = faiss.SearchParameters()
+    if selector is not None:
+        parameters.sel = selector
+        parameters.referenced_selector = selector
+    return parameters
+
+
+def search_blocks(
+    faiss: Any, index: Any, queries: npt.NDArray[np.float32], fetch: int, parameters: Any, block: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """faiss's scores and rows of ``index`` for C-contiguous float32 ``queries``, ``(n_queries,
+    fetch)`` each, ``block`` queries a call. A faiss index is searched by its C++ search straight
+    into the result arrays (the Python wrapper's checks and copies cost ~5 us a call, a tenth of a
+    10k-row HNSW search); anything else (a test's stand-in) by its ``search``."""
+    n_queries = queries.shape[0]
+    scores = np.empty((n_queries, fetch), dtype=np.float32)
+    labels = np.empty((n_queries, fetch), dtype=np.int64)
+    direct = isinstance(index, faiss.Index)
+    for first in range(0, n_queries, block):
+        rows = slice(first, first + block)
+        if direct:
+            part = queries[rows]
+            pointers = (faiss.swig_ptr(scores[rows]), faiss.swig_ptr(labels[rows]))
+            index.search_c(part.shape[0], faiss.swig_ptr(part), fetch, *pointers, parameters)
+        else:
+            scores[rows], labels[rows] = index.search(queries[rows], fetch, params=parameters)
+    return scores, labels
