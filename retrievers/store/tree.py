@@ -268,6 +268,10 @@ class ContextTree:
     def n_leaves(self) -> int:
         return int(np.count_nonzero(self.is_leaf))
 
+    def text_column(self, name: str) -> TextColumn:
+        """The node column ``name`` (``uri``, ``abstract``, ``content``, ``doc_id``, ``metadata``)."""
+        return self._texts[name]
+
     def children(self, node: int) -> IntArray:
         """Indices of ``node``'s children, in URI order."""
         return self.child_index[self.child_ptr[node] : self.child_ptr[node + 1]]
