@@ -9,7 +9,7 @@ Rules (:func:`changed_tree`):
   metadata path names its directory, and the directories it lacks are made (as a build makes
   them).
 * **Split.** A directory that ends up with more than ``tree_split_factor x max_leaf_size`` leaves
-  (kmeans trees) is split as a build splits a set: ``min(branching_factor, ceil(size /
+  (kmeans trees) is split as a build splits a set (again while a part is still too large): ``min(branching_factor, ceil(size /
   max_leaf_size))`` spherical k-means clusters (:func:`~retrievers.builders.hierarchy.spherical_kmeans`,
   the tree's seed) become its subdirectories ``s0, s1, ...`` and its leaves move under them.
 * **Remove.** A removed document's leaf goes; a directory left without children goes too.
@@ -278,12 +278,16 @@ def _split(
     groups: dict[int, list[str]] = {}
     for leaf, label in zip(leaves, labels.tolist(), strict=True):
         groups.setdefault(label, []).append(leaf)
-    if len(groups) < 2:
-        return False
+    clusters = sorted(groups.values(), key=lambda group: group[0])
+    if len(clusters) < 2:  # k-means cannot split it (identical vectors): equal runs in id order
+        size = math.ceil(len(leaves) / k)
+        clusters = [leaves[start : start + size] for start in range(0, len(leaves), size)]
     parent = work.nodes[uri]
     depth = int(parent.metadata.get("depth", 0)) + 1
-    for index, members in enumerate(sorted(groups.values(), key=lambda group: group[0])):
+    children: list[str] = []
+    for index, members in enumerate(clusters):
         child = f"{uri}/s{index}"
+        children.append(child)
         work.add(ContextNode(uri=child, level=0, parent_uri=uri, abstract=child, metadata={"depth": depth}))
         made.append(child)
         for leaf in members:
@@ -299,6 +303,8 @@ def _split(
                     metadata=node.metadata,
                 )
             )
+    for child in children:  # a cluster still too large is split again
+        _split(work, child, documents, matrix, row_of, config, settings, made)
     return True
 
 
