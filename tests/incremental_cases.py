@@ -10,10 +10,39 @@ import numpy as np
 
 from retrievers import Document
 
-WORDS = (
-    "apple banana cherry delta echo foxtrot golf hotel india juliet kilo lima mike november oscar "
-    "papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu the and of running runs"
-).split()
+WORDS = [
+    "apple",
+    "banana",
+    "cherry",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "the",
+    "and",
+    "of",
+    "running",
+    "runs",
+]
 
 
 class HashEmbedder:

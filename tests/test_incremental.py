@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from incremental_cases import HashEmbedder, make_doc
+
 from retrievers import Document, StoreConfig
 from retrievers.builders import build_store
 from retrievers.store import ChangeSettings, ContextStore
@@ -57,7 +57,10 @@ def _random_change(
     if action == "update":
         chosen = rng.choice(ids, size=int(rng.integers(1, 4)), replace=False).tolist()
         made = [make_doc(rng, int(rng.integers(0, 99)), version=int(rng.integers(1, 99))) for _ in chosen]
-        new = [Document(doc_id, doc.text, doc.title, doc.metadata) for doc_id, doc in zip(chosen, made, strict=True)]
+        new = [
+            Document(doc_id, doc.text, doc.title, doc.metadata)
+            for doc_id, doc in zip(chosen, made, strict=True)
+        ]
         documents.update({doc.id: doc for doc in new})
         return store.update(new, EMBEDDER)
     count = int(rng.integers(1, 8))
@@ -145,7 +148,11 @@ def test_edges_after_changes_are_a_fresh_builds() -> None:
             return {
                 (a, b, name): w
                 for a, b, name, w in zip(
-                    edges.src.tolist(), np.asarray(edges.dst).tolist(), names, np.asarray(edges.weight).tolist(), strict=True
+                    edges.src.tolist(),
+                    np.asarray(edges.dst).tolist(),
+                    names,
+                    np.asarray(edges.weight).tolist(),
+                    strict=True,
                 )
             }
 
@@ -157,9 +164,9 @@ def test_edges_after_changes_are_a_fresh_builds() -> None:
 def test_refusals_name_what_is_wrong() -> None:
     rng = np.random.default_rng(8)
     store = build_store([make_doc(rng, n) for n in range(10)], EMBEDDER, StoreConfig())
-    with pytest.raises(ValueError, match="'d00002' is already in the store: use update"):
+    with pytest.raises(ValueError, match=r"'d00002' is already in the store: use update"):
         store.add([make_doc(rng, 2)], EMBEDDER)
-    with pytest.raises(ValueError, match="not in the store, e.g. 'nope'"):
+    with pytest.raises(ValueError, match=r"not in the store, e\.g\. 'nope'"):
         store.delete(["nope"])
     with pytest.raises(ValueError, match="give the embedder"):
         store.add([make_doc(rng, 50)])

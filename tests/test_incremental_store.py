@@ -9,14 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from incremental_cases import HashEmbedder, make_doc
+
 from retrievers import Document, StoreConfig
 from retrievers.builders import build_store
 from retrievers.store import ChangeSettings, ContextStore, StoreVersions
 
 EMBEDDER = HashEmbedder()
-TREE = StoreConfig.from_dict({"hierarchy": {"max_leaf_size": 4, "branching_factor": 3, "directory_vector": "centroid"}})
+TREE = StoreConfig.from_dict(
+    {"hierarchy": {"max_leaf_size": 4, "branching_factor": 3, "directory_vector": "centroid"}}
+)
 
 
 def _leaf_docs(store: ContextStore) -> list[str]:
@@ -36,7 +38,11 @@ def test_tree_insertion_puts_documents_under_their_nearest_directory() -> None:
     vectors = np.asarray(changed.embeddings)
     old = store.tree
     assert old is not None and tree.info["splits_since_build"] == 0
-    level0 = {int(n): v for n, lvl, v in zip(old.record_nodes, old.record_levels, old.record_vectors, strict=True) if lvl == 0}
+    level0 = {
+        int(n): v
+        for n, lvl, v in zip(old.record_nodes, old.record_levels, old.record_vectors, strict=True)
+        if lvl == 0
+    }
     for doc in new:  # the descent, by hand, over the tree before the change
         vector = vectors[changed.row_of[doc.id]]
         node = int(old.roots[0])
@@ -62,7 +68,9 @@ def test_a_crowded_directory_splits_and_the_threshold_rebuilds() -> None:
     store = build_store([make_doc(rng, n) for n in range(20)], EMBEDDER, TREE)
     twin = store.documents[0]
     crowd = [Document(f"z{n:03d}", twin.text + " apple" * (n % 3), metadata={}) for n in range(12)]
-    changed = store.add(crowd, EMBEDDER, settings=ChangeSettings(tree_rebuild_fraction=10, tree_split_factor=2))
+    changed = store.add(
+        crowd, EMBEDDER, settings=ChangeSettings(tree_rebuild_fraction=10, tree_split_factor=2)
+    )
     tree = changed.tree
     assert tree is not None and tree.info["splits_since_build"] >= 1
     assert _leaf_docs(changed) == sorted(changed.doc_ids)
@@ -88,14 +96,22 @@ def test_faiss_indexes_follow_the_rows(kind: str) -> None:
     documents = [make_doc(rng, n) for n in range(300)]
     store = build_store(documents, EMBEDDER, config)
     appended = store.add([make_doc(rng, n) for n in range(300, 310)], EMBEDDER)
-    shifted = appended.add([Document("a" + doc.id, doc.text) for doc in documents[:5]], EMBEDDER).delete(["d00007"])
+    shifted = appended.add([Document("a" + doc.id, doc.text) for doc in documents[:5]], EMBEDDER).delete(
+        ["d00007"]
+    )
     how = {key for key in shifted.change_seconds if key.startswith("vector_index_")}
     expected = {"flat": "rebuilt", "hnsw": "rebuilt", "ivf_flat": "relabelled", "ivf_pq": "relabelled"}[kind]
     assert how == {f"vector_index_{expected}"}
     if kind == "hnsw":
         assert "vector_index_appended" in appended.change_seconds
     queries = EMBEDDER.encode(["apple banana", "kilo lima", "zulu"], kind="query")
-    knobs = {"nprobe": 4, "refine_factor": 100} if kind == "ivf_pq" else {"nprobe": 4} if kind.startswith("ivf") else {}
+    knobs = (
+        {"nprobe": 4, "refine_factor": 100}
+        if kind == "ivf_pq"
+        else {"nprobe": 4}
+        if kind.startswith("ivf")
+        else {}
+    )
     if kind == "hnsw":
         knobs = {"ef_search": 400}
     for changed in (appended, shifted):
@@ -119,7 +135,11 @@ def test_versions_are_published_one_by_one_and_stay_loadable(tmp_path: Path) -> 
     second = versions.add([make_doc(rng, 100)], EMBEDDER)
     third = versions.delete(["d00002"])
     assert versions.current_version == 3
-    assert [v.content_key for v in versions.history()] == [first.content_key, second.content_key, third.content_key]
+    assert [v.content_key for v in versions.history()] == [
+        first.content_key,
+        second.content_key,
+        third.content_key,
+    ]
     assert versions.load(1).content_key == first.content_key
     assert list(versions.load(2).doc_ids) == list(second.doc_ids)
     assert "d00002" not in versions.load().row_of
@@ -127,7 +147,9 @@ def test_versions_are_published_one_by_one_and_stay_loadable(tmp_path: Path) -> 
         versions.commit(second)
 
 
-def test_a_failure_between_writes_leaves_the_previous_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_between_writes_leaves_the_previous_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     versions, _ = _versions(tmp_path)
     before = versions.load().content_key
     import retrievers.store.versions as module

@@ -19,7 +19,7 @@ The result holds the edges a fresh build of the same documents holds (tests comp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +40,9 @@ def _group_keys(documents: Sequence[Document], keys: Sequence[str]) -> list[tupl
     found: list[tuple[str, ...] | None] = []
     for doc in documents:
         metadata = doc.metadata
-        found.append(None if any(key not in metadata for key in keys) else tuple(str(metadata[key]) for key in keys))
+        found.append(
+            None if any(key not in metadata for key in keys) else tuple(str(metadata[key]) for key in keys)
+        )
     return found
 
 
@@ -83,8 +85,15 @@ def changed_edges(
         sim = names.index("similar_to") if "similar_to" in names else -1
         mask = alive & (relation == sim)
         recomputed = _similar(
-            documents, np.asarray(embeddings), config.similar_to, src[mask], weight[mask],
-            is_new, lost_neighbour, removed_old.size, links,
+            documents,
+            np.asarray(embeddings),
+            config.similar_to,
+            src[mask],
+            weight[mask],
+            is_new,
+            lost_neighbour,
+            removed_old.size,
+            links,
         )
         drop_sources["similar_to"] = recomputed
     if config.sequence is not None:
@@ -120,9 +129,11 @@ def changed_edges(
     for name in drop_relations:
         if name in names:
             keep &= relation != names.index(name)
-    for name, sources in drop_sources.items():
+    for name, recomputed in drop_sources.items():
         if name in names:
-            keep &= ~((relation == names.index(name)) & np.where(src >= 0, sources[np.maximum(src, 0)], False))
+            keep &= ~(
+                (relation == names.index(name)) & np.where(src >= 0, recomputed[np.maximum(src, 0)], False)
+            )
     all_names = list(names)
     for name in links.relations:
         if name not in all_names:
@@ -130,7 +141,13 @@ def changed_edges(
     sources = [src[keep], *links.sources]
     targets = [dst[keep], *links.targets]
     weights = [weight[keep], *links.weights]
-    relations = [relation[keep], *(np.full(s.shape, all_names.index(r), dtype=np.int64) for s, r in zip(links.sources, links.relations, strict=True))]
+    relations = [
+        relation[keep],
+        *(
+            np.full(s.shape, all_names.index(r), dtype=np.int64)
+            for s, r in zip(links.sources, links.relations, strict=True)
+        ),
+    ]
     report = {"changed": True, "dropped": dict(links.report.dropped)}
     return EdgeSet.from_arrays(
         n_rows,
@@ -196,5 +213,7 @@ def _similar(
             scores, columns = top_k_rows(block, k)
             keep = np.isfinite(scores) & (scores >= config.min_sim)
             src = np.repeat(rows[part], k).reshape(-1, k)[keep]
-            links.add("similar_to", src, rows[columns[keep]], np.clip(scores[keep].astype(np.float64), 0.0, 1.0))
+            links.add(
+                "similar_to", src, rows[columns[keep]], np.clip(scores[keep].astype(np.float64), 0.0, 1.0)
+            )
     return redo

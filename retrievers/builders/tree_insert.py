@@ -226,7 +226,10 @@ def _nearest_directory(work: _Tree, vector: npt.NDArray[Any]) -> str:
 def _best(work: _Tree, candidates: list[str], vector: npt.NDArray[Any]) -> str:
     if len(candidates) == 1:
         return candidates[0]
-    scores = [float(np.dot(work.records[(uri, 0)], vector)) if (uri, 0) in work.records else -np.inf for uri in candidates]
+    scores = [
+        float(np.dot(work.records[(uri, 0)], vector)) if (uri, 0) in work.records else -np.inf
+        for uri in candidates
+    ]
     return candidates[int(np.argmax(scores))]  # first maximum: the lower URI
 
 
@@ -234,7 +237,11 @@ def _metadata_home(work: _Tree, doc: Document, config: HierarchyConfig, made: li
     """The directory ``root/<v1>/.../<vn>`` of ``doc``'s path values, made when missing."""
     uri = config.root_uri
     if uri not in work.nodes:
-        work.add(ContextNode(uri=uri, level=0, abstract=uri, metadata={"n_documents": 0, "depth": 0}))
+        work.add(
+            ContextNode(
+                uri=uri, level=0, parent_uri=None, abstract=uri, metadata={"n_documents": 0, "depth": 0}
+            )
+        )
         made.append(uri)
     for depth, key in enumerate(config.path_keys, start=1):
         if key not in doc.metadata:
@@ -274,7 +281,9 @@ def _split(
         return False
     rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in leaves]
     k = min(config.branching_factor, math.ceil(len(rows) / config.max_leaf_size))
-    labels = spherical_kmeans(matrix[np.asarray(rows)], k, seed=config.seed, iterations=config.kmeans_iterations)
+    labels = spherical_kmeans(
+        matrix[np.asarray(rows)], k, seed=config.seed, iterations=config.kmeans_iterations
+    )
     groups: dict[int, list[str]] = {}
     for leaf, label in zip(leaves, labels.tolist(), strict=True):
         groups.setdefault(label, []).append(leaf)
@@ -351,11 +360,12 @@ def _refresh(
                 work.records[(uri, 0)] = centre
         elif uri in new:
             texts.append((uri, 0, abstract))
-        if uri in new and content.strip():
-            if embedder is not None:
-                texts.append((uri, 1, content))
+        if uri in new and content.strip() and embedder is not None:
+            texts.append((uri, 1, content))
     if texts and embedder is not None:
-        encoded = np.asarray(embedder.encode([text for _, _, text in texts], kind="document"), dtype=np.float32)
+        encoded = np.asarray(
+            embedder.encode([text for _, _, text in texts], kind="document"), dtype=np.float32
+        )
         for (uri, level, _), vector in zip(texts, encoded, strict=True):
             work.records[(uri, level)] = vector
     for uri in new:

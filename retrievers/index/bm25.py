@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import bm25s
 import numpy as np
@@ -385,7 +385,7 @@ class BM25Index:
             )
         counts = None
         if (folder / _TF_FILE).is_file() and (folder / _LENGTHS_FILE).is_file():
-            mode = "r" if mmap else None
+            mode: Literal["r"] | None = "r" if mmap else None
             tf = np.load(folder / _TF_FILE, mmap_mode=mode, allow_pickle=False)
             lengths = np.load(folder / _LENGTHS_FILE, mmap_mode=mode, allow_pickle=False)
             indices = model.scores["indices"]

@@ -31,7 +31,7 @@ import itertools
 import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,8 +42,9 @@ from retrievers.store.row_plan import merge_columns, plan_rows
 from retrievers.timeparse.document_times import DocumentTimes
 from retrievers.types import Document, Embedder
 
-if TYPE_CHECKING:
-    from retrievers.store.context_store import ContextStore
+#: a :class:`~retrievers.store.context_store.ContextStore` (not imported: context_store imports
+#: this module when a store changes, and the project has no import cycles)
+ContextStore = Any
 
 __all__ = ["apply_change", "content_key"]
 
@@ -120,7 +121,9 @@ def _embed(
                 f"embedder {embedder.name!r} is not the store's ({store.embedder_name!r}); its vectors "
                 "would not be comparable"
             )
-        vectors = np.asarray(embedder.encode([doc.full_text for doc in added], kind="document"), dtype=np.float32)
+        vectors = np.asarray(
+            embedder.encode([doc.full_text for doc in added], kind="document"), dtype=np.float32
+        )
     if vectors.shape != (len(added), dim):
         raise ValueError(f"embeddings have shape {vectors.shape}, expected ({len(added)}, {dim})")
     if not np.isfinite(vectors).all():
@@ -132,7 +135,7 @@ def _times(old: DocumentTimes, plan: Any, added: list[Document], config: Any) ->
     new = DocumentTimes.build(added, config)
     epoch = plan.merge(np.asarray(old.epoch_seconds), new.epoch_seconds)
     n_parsed = int(np.count_nonzero(~np.isnan(epoch)))
-    report = {
+    report: dict[str, Any] = {
         **{key: old.report[key] for key in ("fields", "default_timezone", "epoch_unit") if key in old.report},
         "n_documents": int(epoch.size),
         "parsed": n_parsed,
@@ -155,8 +158,6 @@ def apply_change(
 ) -> ContextStore:
     """The store after removing the ids ``removed`` and adding ``added`` (see the module
     docstring); ``counts`` = (added, deleted, updated) for the history record."""
-    from retrievers.store.context_store import ContextStore
-
     if store.chunked:
         raise ValueError(
             "add/delete/update are not supported on chunked stores (store.chunking): rebuild the store"
@@ -193,7 +194,7 @@ def apply_change(
 
         old_index = store.vectors
         vector_index, how = changed_index(
-            old_index,  # type: ignore[arg-type]
+            old_index,
             ExactVectorIndex(matrix),
             store.config.vector_index,
             old_to_new=plan.old_to_new,
@@ -208,7 +209,7 @@ def apply_change(
         timestamps = _times(store.timestamps, plan, new_docs, store.config.timestamps)
     lap("timestamps")
     tree = None
-    changed = ContextStore(
+    changed = type(store)(
         documents,
         matrix,
         bm25,
@@ -222,7 +223,7 @@ def apply_change(
     if store.tree is not None and store.config.hierarchy is not None and matrix is not None:
         from retrievers.builders.tree_insert import changed_tree
 
-        tree, how = changed_tree(
+        tree, tree_how = changed_tree(
             store.tree,
             documents,
             matrix,
@@ -233,7 +234,7 @@ def apply_change(
             embedder=embedder,
             settings=settings,
         )
-        seconds["tree_" + how] = 0.0
+        seconds["tree_" + tree_how] = 0.0
         lap("tree")
     edges = None
     if store.edges is not None and store.config.edges is not None:

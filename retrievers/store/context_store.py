@@ -28,8 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
-from retrievers.store.columns import DocumentColumns, decode_metadata
 from retrievers.store.change_config import ChangeSettings, StoreVersion
+from retrievers.store.columns import DocumentColumns, decode_metadata
 from retrievers.store.config import StoreConfig
 from retrievers.store.edges import EdgeSet
 from retrievers.store.ids import IdColumn, RowIndex
@@ -303,10 +303,11 @@ class ContextStore:
         from retrievers.store.changes import apply_change
 
         added = list(documents)
-        return apply_change(
+        changed: ContextStore = apply_change(
             self, removed=(), added=added, embedder=embedder, embeddings=embeddings,
             settings=settings, counts=(len(added), 0, 0),
         )  # fmt: skip
+        return changed
 
     def delete(
         self, ids: Iterable[str], embedder: Embedder | None = None, *, settings: ChangeSettings | None = None
@@ -317,10 +318,11 @@ class ContextStore:
         from retrievers.store.changes import apply_change
 
         removed = list(ids)
-        return apply_change(
+        changed: ContextStore = apply_change(
             self, removed=removed, added=(), embedder=embedder, embeddings=None,
             settings=settings, counts=(0, len(removed), 0),
         )  # fmt: skip
+        return changed
 
     def update(
         self,
@@ -335,10 +337,11 @@ class ContextStore:
         from retrievers.store.changes import apply_change
 
         replaced = list(documents)
-        return apply_change(
+        changed: ContextStore = apply_change(
             self, removed=[doc.id for doc in replaced], added=replaced, embedder=embedder,
             embeddings=embeddings, settings=settings, counts=(0, 0, len(replaced)),
         )  # fmt: skip
+        return changed
 
     def save(self, folder: Path) -> None:
         """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files. Parts

@@ -60,9 +60,7 @@ class RowPlan:
         breaks = np.flatnonzero((np.diff(old_rows) != 1) | (np.diff(new_rows) != 1)) + 1
         starts = np.concatenate(([0], breaks))
         ends = np.concatenate((breaks, [old_rows.size]))
-        return [
-            (int(old_rows[s]), int(new_rows[s]), int(e - s)) for s, e in zip(starts, ends, strict=True)
-        ]
+        return [(int(old_rows[s]), int(new_rows[s]), int(e - s)) for s, e in zip(starts, ends, strict=True)]
 
 
 def plan_rows(ids: IdColumn, removed: Sequence[str], added: Sequence[str]) -> RowPlan:
@@ -114,7 +112,9 @@ def _rows_of(ids: npt.NDArray[Any], wanted: npt.NDArray[Any]) -> IntArray:
     return out
 
 
-def _merge_text(old: TextColumn, plan: RowPlan, runs: list[tuple[int, int, int]], new: list[str]) -> TextColumn:
+def _merge_text(
+    old: TextColumn, plan: RowPlan, runs: list[tuple[int, int, int]], new: list[str]
+) -> TextColumn:
     """``old``'s kept strings and ``new`` (rows ``plan.new_rows``) as one column: kept runs are
     copied as whole byte ranges, so the cost is a copy of the blob, not a loop over rows."""
     encoded = [text.encode("utf-8") for text in new]

@@ -92,14 +92,19 @@ class StoreVersions:
 
     @property
     def current_version(self) -> int:
-        return int(self.pointer()["version"])  # type: ignore[call-overload]
+        version = self.pointer()["version"]
+        if not isinstance(version, int):
+            raise ValueError(f"{self.root / POINTER}: version {version!r} is not an integer")
+        return version
 
     def load(self, version: int | None = None, *, mmap: bool = True) -> ContextStore:
         """The store of ``version`` (None: the current one), loaded from its folder."""
         number = self.current_version if version is None else version
         folder = self.root / _folder_name(number)
         if version is not None and number > self.current_version:
-            raise ValueError(f"{self.root}: version {number} was never published (current: {self.current_version})")
+            raise ValueError(
+                f"{self.root}: version {number} was never published (current: {self.current_version})"
+            )
         store = ContextStore.load(folder, mmap=mmap)
         if not store.history or store.history[-1].version != number:
             raise ValueError(f"{folder}: its store.json does not record version {number}")
