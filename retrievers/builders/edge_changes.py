@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from retrievers.builders.edges import _Links, _mention_edges, _reference_edges, _sequence_edges
 from retrievers.ranking import top_k_rows
+from retrievers.store.columns import DocumentColumns, decode_metadata
 from retrievers.store.edge_config import EdgeConfig, SimilarityEdgeConfig
 from retrievers.store.edges import EdgeSet
 from retrievers.types import Document
@@ -36,10 +37,14 @@ IntArray = npt.NDArray[np.int64]
 
 
 def _group_keys(documents: Sequence[Document], keys: Sequence[str]) -> list[tuple[str, ...] | None]:
-    """Every row's group (its values of ``keys``; None when a key is missing)."""
+    """Every row's group (its values of ``keys``; None when a key is missing): from the metadata
+    column alone when the documents are columns (no title or text decoded)."""
+    if not keys:
+        return [()] * len(documents)
+    column = documents.metadata if isinstance(documents, DocumentColumns) else None
     found: list[tuple[str, ...] | None] = []
-    for doc in documents:
-        metadata = doc.metadata
+    for item in column if column is not None else documents:
+        metadata = decode_metadata(item) if isinstance(item, str) else item.metadata
         found.append(
             None if any(key not in metadata for key in keys) else tuple(str(metadata[key]) for key in keys)
         )
