@@ -51,6 +51,15 @@ def _group_keys(documents: Sequence[Document], keys: Sequence[str]) -> list[tupl
     return found
 
 
+def _light(documents: Sequence[Document], rows: list[int]) -> list[Document]:
+    """``documents[rows]`` with their ids and metadata only (what sequence edges read): from
+    the id and metadata columns when the documents are columns (no text decoded)."""
+    if not isinstance(documents, DocumentColumns):
+        return [documents[row] for row in rows]
+    ids, metadata = documents.ids, documents.metadata
+    return [Document(ids[row], "", metadata=decode_metadata(metadata[row])) for row in rows]
+
+
 def changed_edges(
     old: EdgeSet,
     documents: Sequence[Document],
@@ -116,7 +125,7 @@ def changed_edges(
             changed_groups.add(())
         members = [row for row, key in enumerate(groups) if key is not None and key in changed_groups]
         local = _Links()
-        _sequence_edges([documents[row] for row in members], seq, local)
+        _sequence_edges(_light(documents, members), seq, local)
         mapping = np.asarray(members, dtype=np.int64)
         for s, t, w, r in zip(local.sources, local.targets, local.weights, local.relations, strict=True):
             links.add(r, mapping[s], mapping[t], w)

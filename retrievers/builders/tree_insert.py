@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from retrievers.builders.hierarchy import build_tree, spherical_kmeans
 from retrievers.store.change_config import ChangeSettings
+from retrievers.store.columns import decode_metadata
 from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.tree import ContextTree
 from retrievers.store.tree_uris import TreeError, uri_segment
@@ -63,7 +64,26 @@ class _Tree:
     """A tree as editable nodes and records (by URI)."""
 
     def __init__(self, tree: ContextTree) -> None:
-        self.nodes: dict[str, ContextNode] = {node.uri: node for node in tree.nodes}
+        n = len(tree)
+        uris = tree.uris._block(0, n)  # whole columns at once: no per-node decoding
+        abstracts = tree.text_column("abstract")._block(0, n)
+        contents = tree.text_column("content")._block(0, n)
+        doc_ids = tree.text_column("doc_id")._block(0, n)
+        metadata = tree.text_column("metadata")._block(0, n)
+        levels = tree.levels.tolist()
+        parents = np.asarray(tree.parents).tolist()
+        self.nodes: dict[str, ContextNode] = {
+            uris[i]: ContextNode(
+                uri=uris[i],
+                level=levels[i],
+                parent_uri=uris[parents[i]] if parents[i] >= 0 else None,
+                abstract=abstracts[i],
+                content=contents[i],
+                doc_id=doc_ids[i] or None,
+                metadata=decode_metadata(metadata[i]),
+            )
+            for i in range(n)
+        }
         self.children: dict[str, list[str]] = {uri: [] for uri in self.nodes}
         for node in self.nodes.values():
             if node.parent_uri is not None:
@@ -162,6 +182,7 @@ def changed_tree(
     changed in place (``inserted``) or built again (``rebuilt``)."""
     settings = settings or ChangeSettings()
     matrix = np.asarray(vectors)
+    row_of = dict(zip(row_of, range(len(row_of)), strict=True)) if not isinstance(row_of, dict) else row_of
     info = dict(tree.info)
     built_over = int(info.get("built_documents", tree.n_leaves))
     changes = int(info.get("changes_since_build", 0)) + len(added_rows) + len(removed_ids)
@@ -182,11 +203,12 @@ def changed_tree(
     if not work.nodes:
         raise TreeError("every document of the tree was removed: build a new store")
     made: list[str] = []
+    roots = sorted(uri for uri, node in work.nodes.items() if node.parent_uri is None)
     for row in added_rows:
         doc = documents[row]
         home = _metadata_home(work, doc, config, made) if config.builder == "metadata_path" else None
         if home is None:
-            home = _nearest_directory(work, matrix[row])
+            home = _nearest_directory(work, roots, matrix[row])
         work.add(
             ContextNode(
                 uri=f"{home}/{uri_segment(doc.id)}",
@@ -213,8 +235,7 @@ def changed_tree(
     return work.finish(info), "inserted"
 
 
-def _nearest_directory(work: _Tree, vector: npt.NDArray[Any]) -> str:
-    roots = sorted(uri for uri, node in work.nodes.items() if node.parent_uri is None)
+def _nearest_directory(work: _Tree, roots: list[str], vector: npt.NDArray[Any]) -> str:
     current = _best(work, roots, vector)
     while True:
         below = work.dirs_under(current)

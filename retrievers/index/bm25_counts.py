@@ -68,6 +68,8 @@ class TermCounts:
         is_new[new_rows] = True
         if np.count_nonzero(is_new) != len(texts):
             raise ValueError("new_rows must name distinct rows, one per new text")
+        if n_kept == self.n_rows and np.array_equal(new_rows, np.arange(self.n_rows, n_total)):
+            return self._appended(texts, params)
         kept_to = np.full(self.n_rows, -1, dtype=np.int64)
         kept_to[keep] = np.flatnonzero(~is_new)
         # the kept rows' pairs, renumbered (monotone: runs stay ascending)
@@ -112,6 +114,43 @@ class TermCounts:
             rows=(keys & 0xFFFFFFFF).astype(np.int32),
             tf=tf,
             lengths=lengths,
+        )
+
+    def _appended(self, texts: Sequence[str], params: dict[str, object]) -> TermCounts:
+        """:meth:`changed` when every row stays and the texts come after them (new ids sort
+        after every stored id): each term's run gains the new rows at its end, so the old pairs
+        move by a per-term offset (no keys, no merge search); no term disappears."""
+        term_local, row_local, new_tf, new_lengths, new_terms = encode_pairs(texts, params)
+        union = sorted(set(self.terms).union(new_terms))
+        union_of = {term: i for i, term in enumerate(union)}
+        old_map = np.fromiter((union_of[t] for t in self.terms), dtype=np.int64, count=len(self.terms))
+        new_map = np.fromiter((union_of[t] for t in new_terms), dtype=np.int64, count=len(new_terms))
+        term = new_map[term_local]
+        order = np.lexsort((row_local, term))
+        term, rows, tf = term[order], row_local[order] + self.n_rows, new_tf[order]
+        old_df = np.zeros(len(union), dtype=np.int64)
+        old_df[old_map] = self.doc_freq()
+        new_df = np.bincount(term, minlength=len(union))
+        indptr = np.zeros(len(union) + 1, dtype=np.int64)
+        np.cumsum(old_df + new_df, out=indptr[1:])
+        nnz = int(indptr[-1])
+        out_rows = np.empty(nnz, dtype=np.int32)
+        out_tf = np.empty(nnz, dtype=np.int32)
+        shift = indptr[old_map] - self.indptr[:-1]
+        old_places = np.arange(self.rows.size, dtype=np.int64) + np.repeat(shift, self.doc_freq())
+        out_rows[old_places] = self.rows
+        out_tf[old_places] = self.tf
+        starts = np.concatenate(([0], np.cumsum(new_df)[:-1]))
+        rank = np.arange(term.size, dtype=np.int64) - starts[term]
+        new_places = indptr[term] + old_df[term] + rank
+        out_rows[new_places] = rows
+        out_tf[new_places] = tf
+        return TermCounts(
+            terms=tuple(union),
+            indptr=indptr,
+            rows=out_rows,
+            tf=out_tf,
+            lengths=np.concatenate((np.asarray(self.lengths, dtype=np.int64), new_lengths)),
         )
 
 

@@ -268,6 +268,11 @@ class ContextTree:
     def n_leaves(self) -> int:
         return int(np.count_nonzero(self.is_leaf))
 
+    @property
+    def levels(self) -> npt.NDArray[np.int8]:
+        """Every node's level (0/1 directory, 2 leaf)."""
+        return np.asarray(self._level)
+
     def text_column(self, name: str) -> TextColumn:
         """The node column ``name`` (``uri``, ``abstract``, ``content``, ``doc_id``, ``metadata``)."""
         return self._texts[name]
