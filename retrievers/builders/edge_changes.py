@@ -103,6 +103,7 @@ def changed_edges(
             np.asarray(embeddings),
             config.similar_to,
             src[mask],
+            dst[mask],
             weight[mask],
             is_new,
             lost_neighbour,
@@ -179,6 +180,7 @@ def _similar(
     matrix: npt.NDArray[np.float32],
     config: SimilarityEdgeConfig,
     kept_src: IntArray,
+    kept_dst: IntArray,
     kept_weight: npt.NDArray[np.float64],
     is_new: npt.NDArray[np.bool_],
     lost_neighbour: npt.NDArray[np.bool_],
@@ -191,6 +193,8 @@ def _similar(
     count = np.bincount(kept_src, minlength=n_rows)
     kth = np.full(n_rows, np.inf)
     np.minimum.at(kth, kept_src, kept_weight)
+    by_src = np.argsort(kept_src, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(count)))
     if config.same_keys:
         keys = _group_keys(documents, config.same_keys)
         grouped: dict[tuple[str, ...], list[int]] = {}
@@ -208,15 +212,32 @@ def _similar(
         k = min(config.k, rows.size - 1)
         group = matrix[rows]
         wanted = is_new[rows] | lost_neighbour[rows]
+        whole = wanted.copy()  # rows scored against their whole group
         if new_here.size:
-            beats = (group @ matrix[new_here].T).max(axis=1)
-            # a margin for float32 rounding across matrix shapes: recomputing one row too many is harmless
+            against_new = group @ matrix[new_here].T
+            beats = against_new.max(axis=1)
+            # a margin for float32 rounding across matrix shapes: one row too many is harmless
             wanted |= np.where(count[rows] >= k, beats >= kth[rows] - 1e-5, beats >= config.min_sim - 1e-5)
         if n_removed or new_here.size:  # k itself moves for groups of k rows or fewer
             old_size = rows.size - new_here.size
             if old_size - 1 < config.k or k < config.k:
                 wanted[:] = True
+                whole[:] = True
         redo[rows[wanted]] = True
+        if new_here.size and k >= 1:
+            # a row that lost no neighbour: its new top k is among its old k and the new rows
+            for local_row in np.flatnonzero(wanted & ~whole).tolist():
+                row = int(rows[local_row])
+                mine = by_src[starts[row] : starts[row + 1]]
+                candidates = np.concatenate((kept_dst[mine], new_here))
+                scores = np.concatenate((kept_weight[mine], against_new[local_row].astype(np.float64)))
+                order = np.lexsort((candidates, -scores))[:k]
+                chosen, values = candidates[order], scores[order]
+                keep = values >= config.min_sim
+                links.add(
+                    "similar_to", np.full(int(keep.sum()), row), chosen[keep], np.clip(values[keep], 0.0, 1.0)
+                )
+            wanted = whole
         if k < 1 or not wanted.any():
             continue
         local = np.flatnonzero(wanted)
