@@ -3,18 +3,22 @@
 :func:`changed_edges` keeps every old edge between rows that stay (renumbered: rows shift when
 ids are inserted or removed in the middle of the id order) and recomputes, per builder:
 
-* ``similar_to``: the rows whose nearest neighbours can have changed, each against its whole
-  group (as a build computes it): the new documents; the rows that had a removed neighbour;
-  the rows some new document beats (its cosine reaches the row's k-th kept neighbour, or
-  ``min_sim`` when the row has fewer than k); every row of a group whose size moved k (groups
-  of k rows or fewer). Cost: the new documents against their groups, plus one row per
-  affected row.
+* ``similar_to``: the rows whose nearest neighbours can have changed. Against their whole
+  group (as a build computes them): the new documents, the rows that had a removed neighbour,
+  and every row of a group whose size moved k (groups of k rows or fewer). By a merge: a row
+  some new document beats (its cosine reaches the row's k-th kept neighbour, or ``min_sim``
+  when the row has fewer than k) takes the top k of its old k and the new documents (nothing
+  else can enter). Cost: the new documents against their groups, plus one group row per
+  document that lost a neighbour.
 * ``sequence``: the chains of the groups (``group_keys``) that gained or lost a document.
 * ``references`` and ``mentions``: built again over every document (references are cheap;
   mentions depend on every document's TF-IDF weights).
 * ``llm``: refused (it would call the LLM again): rebuild the store.
 
-The result holds the edges a fresh build of the same documents holds (tests compare them).
+The result holds the edges a fresh build of the same documents holds, except where two
+neighbours tie at the k-th place to float32 rounding: a cosine computed in a matrix product
+of another shape can differ in its last bit, so such a tie can go the other way (tests compare
+the edges; weights agree to 1e-6).
 """
 
 from __future__ import annotations
