@@ -13,12 +13,29 @@ from incremental_cases import HashEmbedder, make_doc
 
 from retrievers import Document, StoreConfig
 from retrievers.builders import build_store
-from retrievers.store import ChangeSettings, ContextStore, StoreVersions
+from retrievers.store import ChangeSettings, ContextStore, ContextTree, StoreVersions
 
 EMBEDDER = HashEmbedder()
 TREE = StoreConfig.from_dict(
     {"hierarchy": {"max_leaf_size": 4, "branching_factor": 3, "directory_vector": "centroid"}}
 )
+
+
+def _validated(tree: ContextTree) -> None:
+    """The tree a change made column by column equals the tree the validating constructor
+    makes from its nodes (structure arrays, records)."""
+    again = ContextTree(
+        list(tree.nodes),
+        record_nodes=tree.record_nodes,
+        record_levels=tree.record_levels,
+        record_vectors=tree.record_vectors,
+    )
+    assert list(again.uris) == list(tree.uris)
+    for name in ("parents", "child_ptr", "child_index", "depth"):
+        assert np.array_equal(getattr(again, name), getattr(tree, name)), name
+    assert np.array_equal(again.levels, tree.levels) and np.array_equal(
+        again.context_codes, tree.context_codes
+    )
 
 
 def _leaf_docs(store: ContextStore) -> list[str]:
@@ -34,6 +51,7 @@ def test_tree_insertion_puts_documents_under_their_nearest_directory() -> None:
     changed = store.add(new, EMBEDDER, settings=ChangeSettings(tree_rebuild_fraction=10))
     tree = changed.tree
     assert tree is not None and tree.info["changes_since_build"] == 4
+    _validated(tree)
     assert _leaf_docs(changed) == sorted(changed.doc_ids)
     vectors = np.asarray(changed.embeddings)
     old = store.tree
@@ -73,6 +91,7 @@ def test_a_crowded_directory_splits_and_the_threshold_rebuilds() -> None:
     )
     tree = changed.tree
     assert tree is not None and tree.info["splits_since_build"] >= 1
+    _validated(tree)
     assert _leaf_docs(changed) == sorted(changed.doc_ids)
     leaves_per_dir = np.bincount(tree.parents[tree.is_leaf], minlength=len(tree))
     assert leaves_per_dir.max() <= 2 * 4
@@ -84,6 +103,13 @@ def test_a_crowded_directory_splits_and_the_threshold_rebuilds() -> None:
     # deleting documents removes leaves, and directories left empty
     emptied = changed.delete([doc.id for doc in crowd], settings=ChangeSettings(tree_rebuild_fraction=10))
     assert _leaf_docs(emptied) == sorted(emptied.doc_ids)
+    assert emptied.tree is not None
+    _validated(emptied.tree)
+    metadata_tree = StoreConfig.from_dict({"hierarchy": {"builder": "metadata_path", "path_keys": ["conv"]}})
+    by_conv = build_store([make_doc(rng, n) for n in range(12)], EMBEDDER, metadata_tree)
+    grown = by_conv.add([Document("x1", "new conversation", metadata={"conv": "c9"})], EMBEDDER)
+    assert grown.tree is not None and "viking://resources/c9/x1" in grown.tree.index_of
+    _validated(grown.tree)
 
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf_flat", "ivf_pq"])

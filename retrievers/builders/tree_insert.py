@@ -37,10 +37,12 @@ import numpy.typing as npt
 
 from retrievers.builders.hierarchy import build_tree, spherical_kmeans
 from retrievers.store.change_config import ChangeSettings
-from retrievers.store.columns import decode_metadata
+from retrievers.store.columns import decode_metadata, encode_metadata
 from retrievers.store.hierarchy_config import HierarchyConfig
+from retrievers.store.ids import IdColumn
+from retrievers.store.row_plan import merge_text, plan_rows
 from retrievers.store.tree import ContextTree
-from retrievers.store.tree_uris import TreeError, uri_segment
+from retrievers.store.tree_uris import CONTEXT_TYPES, TreeError, context_type_of, uri_segment
 from retrievers.types import ContextNode, Document, Embedder
 
 __all__ = ["changed_tree"]
@@ -64,6 +66,9 @@ class _Tree:
     """A tree as editable nodes and records (by URI)."""
 
     def __init__(self, tree: ContextTree) -> None:
+        self.old = tree
+        #: URIs of nodes added, removed or rewritten (the others are the old tree's, unchanged)
+        self.dirty: set[str] = set()
         n = len(tree)
         uris = tree.uris._block(0, n)  # whole columns at once: no per-node decoding
         abstracts = tree.text_column("abstract")._block(0, n)
@@ -112,7 +117,12 @@ class _Tree:
                 stack.extend(self.children[current])
         return found
 
+    def replace(self, node: ContextNode) -> None:
+        self.nodes[node.uri] = node
+        self.dirty.add(node.uri)
+
     def add(self, node: ContextNode) -> None:
+        self.dirty.add(node.uri)
         self.nodes[node.uri] = node
         self.children[node.uri] = []
         if node.parent_uri is not None:
@@ -121,6 +131,7 @@ class _Tree:
             self.leaf_of[node.doc_id] = node.uri
 
     def remove(self, uri: str) -> None:
+        self.dirty.add(uri)
         node = self.nodes.pop(uri)
         del self.children[uri]
         self.records.pop((uri, 0), None)
@@ -142,16 +153,71 @@ class _Tree:
         return found
 
     def finish(self, info: Mapping[str, Any]) -> ContextTree:
-        uris = sorted(self.nodes)
-        index = {uri: i for i, uri in enumerate(uris)}
-        keys = sorted(self.records, key=lambda key: (key[1], index[key[0]]))
+        """The changed tree, column by column: the old tree's columns with the dirty nodes
+        taken out and their new versions inserted in URI order (:mod:`retrievers.store.row_plan`:
+        unchanged runs of nodes are copied as byte ranges), the structure arrays renumbered."""
+        old = self.old
+        dirty = sorted(self.dirty)
+        was_there = [uri for uri in dirty if uri in old.index_of]
+        fresh = [self.nodes[uri] for uri in dirty if uri in self.nodes]
+        plan = plan_rows(IdColumn(old.uris.fixed_width(), check=False), was_there, [n.uri for n in fresh])
+        runs = plan.runs()
+        texts = {
+            "uri": merge_text(old.uris, plan, runs, [n.uri for n in fresh]),
+            "abstract": merge_text(old.text_column("abstract"), plan, runs, [n.abstract for n in fresh]),
+            "content": merge_text(old.text_column("content"), plan, runs, [n.content for n in fresh]),
+            "doc_id": merge_text(old.text_column("doc_id"), plan, runs, [n.doc_id or "" for n in fresh]),
+            "metadata": merge_text(
+                old.text_column("metadata"),
+                plan,
+                runs,
+                [encode_metadata(n.metadata, f"node {n.uri!r}: metadata") for n in fresh],
+            ),
+        }
+        new_row = {n.uri: int(row) for n, row in zip(fresh, plan.new_rows.tolist(), strict=True)}
+        full = plan.old_to_new.copy()  # old node -> new node, rewritten nodes included
+        for uri in was_there:
+            if uri in new_row:
+                full[old.index_of[uri]] = new_row[uri]
+
+        def index_of(uri: str) -> int:
+            return new_row[uri] if uri in new_row else int(full[old.index_of[uri]])
+
+        old_parents = np.asarray(old.parents)[plan.keep]
+        mapped = np.where(old_parents >= 0, full[np.maximum(old_parents, 0)], -1)
+        if ((old_parents >= 0) & (mapped < 0)).any():
+            raise TreeError("a kept node's directory was removed (a directory with children)")
+        parents = np.empty(plan.n_rows, dtype=np.int64)
+        parents[plan.kept_rows] = mapped
+        for node, row in zip(fresh, plan.new_rows.tolist(), strict=True):
+            parents[row] = -1 if node.parent_uri is None else index_of(node.parent_uri)
+        depth = plan.merge(np.asarray(old.depth), np.zeros(len(fresh), dtype=np.int64))
+        for row in plan.new_rows.tolist():  # ascending = URI order: a parent comes first
+            depth[row] = 0 if parents[row] < 0 else depth[parents[row]] + 1
+        codes = [CONTEXT_TYPES.index(context_type_of(n.uri)) for n in fresh]
+        order = np.argsort(parents, kind="stable")
+        order = order[parents[order] >= 0]
+        counts = np.bincount(parents[parents >= 0], minlength=plan.n_rows)
+        arrays = {
+            "level": plan.merge(old.levels, np.asarray([n.level for n in fresh], dtype=np.int8)),
+            "parents": parents,
+            "child_ptr": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            "child_index": order.astype(np.int64),
+            "depth": depth,
+            "context_type": plan.merge(old.context_codes, np.asarray(codes, dtype=np.int8)),
+        }
+        empty = np.flatnonzero((counts == 0) & (arrays["level"] != 2))
+        if empty.size:
+            raise TreeError(f"directory {texts['uri'][int(empty[0])]!r} has no children")
+        keys = sorted(self.records, key=lambda key: (key[1], index_of(key[0])))
         dim = next(iter(self.records.values())).shape[0] if self.records else 0
         vectors = np.zeros((len(keys), dim), dtype=np.float32)
         for i, key in enumerate(keys):
             vectors[i] = self.records[key]
-        return ContextTree(
-            [self.nodes[uri] for uri in uris],
-            record_nodes=np.asarray([index[uri] for uri, _ in keys], dtype=np.int64),
+        return ContextTree.from_columns(
+            texts,
+            arrays,
+            record_nodes=np.asarray([index_of(uri) for uri, _ in keys], dtype=np.int64),
             record_levels=np.asarray([level for _, level in keys], dtype=np.int64),
             record_vectors=vectors,
             info=info,
@@ -367,13 +433,15 @@ def _refresh(
             if config.overview:
                 chosen = _central(matrix, rows, config.overview_snippets)
                 content = "; ".join(_snippet(documents[r], config.snippet_chars) for r in chosen) + "."
-        work.nodes[uri] = ContextNode(
-            uri=uri,
-            level=node.level,
-            parent_uri=node.parent_uri,
-            abstract=abstract,
-            content=content,
-            metadata=metadata,
+        work.replace(
+            ContextNode(
+                uri=uri,
+                level=node.level,
+                parent_uri=node.parent_uri,
+                abstract=abstract,
+                content=content,
+                metadata=metadata,
+            )
         )
         centre = _centroid(matrix, rows)
         if config.directory_vector == "centroid" or (uri in new and embedder is None):

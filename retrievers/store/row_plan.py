@@ -22,7 +22,7 @@ from retrievers.store.ids import IdColumn, check_id
 from retrievers.store.text_column import TextColumn
 from retrievers.types import Document
 
-__all__ = ["RowPlan", "merge_columns", "plan_rows"]
+__all__ = ["RowPlan", "merge_columns", "merge_text", "plan_rows"]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -112,7 +112,7 @@ def _rows_of(ids: npt.NDArray[Any], wanted: npt.NDArray[Any]) -> IntArray:
     return out
 
 
-def _merge_text(
+def merge_text(
     old: TextColumn, plan: RowPlan, runs: list[tuple[int, int, int]], new: list[str]
 ) -> TextColumn:
     """``old``'s kept strings and ``new`` (rows ``plan.new_rows``) as one column: kept runs are
@@ -142,9 +142,9 @@ def merge_columns(old: DocumentColumns, plan: RowPlan, added: Sequence[Document]
     ids = plan.merge(old.ids.array.astype(f"S{width}"), new_ids.astype(f"S{width}"))
     return DocumentColumns(
         IdColumn(ids, check=False),
-        _merge_text(old.titles, plan, runs, [doc.title for doc in added]),
-        _merge_text(old.texts, plan, runs, [doc.text for doc in added]),
-        _merge_text(
+        merge_text(old.titles, plan, runs, [doc.title for doc in added]),
+        merge_text(old.texts, plan, runs, [doc.text for doc in added]),
+        merge_text(
             old.metadata,
             plan,
             runs,
