@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -253,7 +254,8 @@ def changed_tree(
     built_over = int(info.get("built_documents", tree.n_leaves))
     changes = int(info.get("changes_since_build", 0)) + len(added_rows) + len(removed_ids)
     if embedder is not None and changes > settings.tree_rebuild_fraction * built_over:
-        rebuilt = build_tree(documents, matrix, embedder, config)
+        folder = None if settings.source_folder is None else Path(settings.source_folder)
+        rebuilt = build_tree(documents, matrix, embedder, config, source_folder=folder)
         rebuilt.info.update(built_documents=len(documents), changes_since_build=0)
         return rebuilt, "rebuilt"
     work = _Tree(tree)

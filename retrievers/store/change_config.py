@@ -17,10 +17,13 @@ class ChangeSettings:
     exceed this fraction of the documents it was built over, the tree is built again (needs the
     embedder); 0 rebuilds at every change, ``float('inf')`` never.
     ``tree_split_factor``: a directory holding more than this many times ``max_leaf_size``
-    leaves is split by k-means (kmeans trees)."""
+    leaves is split by k-means (kmeans trees).
+    ``source_folder``: the dataset folder, where a rebuild of the tree finds its
+    ``summaries_file`` (as ``build_store(source_folder=)``); None when the tree reads none."""
 
     tree_rebuild_fraction: float = 0.2
     tree_split_factor: float = 2.0
+    source_folder: str | None = None
 
     def __post_init__(self) -> None:
         fraction, factor = self.tree_rebuild_fraction, self.tree_split_factor
