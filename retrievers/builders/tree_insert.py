@@ -19,6 +19,10 @@ Rules (:func:`changed_tree`):
   describe what the directory held then) and a new directory's abstract (its most central
   documents' snippets, no key terms) is embedded with the embedder given, or, without one, its
   centroid is its vector.
+* **Writing it.** The changed tree is made column by column (:meth:`_Tree.finish`): the old
+  tree's columns with the changed nodes taken out and their new versions inserted in URI order
+  (:mod:`retrievers.store.row_plan`), the structure arrays renumbered, never re-validated node
+  by node (tests compare it with the validating constructor).
 * **Rebuild threshold.** The tree counts the documents inserted and removed since it was built
   (``info["changes_since_build"]``); when a change takes that count above ``tree_rebuild_fraction``
   of the documents the tree was built over (``info["built_documents"]``), the tree is built
