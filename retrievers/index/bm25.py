@@ -13,12 +13,13 @@ import math
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import bm25s
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.index.bm25_counts import TermCounts, score_counts
 from retrievers.progress import ShowProgress, open_bar
 from retrievers.ranking import check_mask, check_positive_int
 from retrievers.text import (
@@ -60,6 +61,8 @@ Hits = list[tuple[Float32Array, IndexArray]]
 BM25_METHODS = ("robertson", "atire", "lucene", "bm25l", "bm25+")
 
 _PARAMS_FILE = "bm25_index.json"
+_TF_FILE = "tf.npy"  #: the term counts (TermCounts.tf), saved next to bm25s's files
+_LENGTHS_FILE = "lengths.npy"  #: terms per row
 _FORMAT = "viking_eval.retrievers.BM25Index"
 _FORMAT_VERSION = 1
 
@@ -101,7 +104,9 @@ class BM25Index:
     documents. Build with :meth:`build`; ``params`` holds every setting that changes scores.
     """
 
-    def __init__(self, model: Any, params: dict[str, object], size: int) -> None:
+    def __init__(
+        self, model: Any, params: dict[str, object], size: int, counts: TermCounts | None = None
+    ) -> None:
         """Wrap a built or loaded ``bm25s.BM25``; use :meth:`build` or :meth:`load` instead."""
         self._model = model
         self.params: dict[str, object] = dict(params)
@@ -112,6 +117,9 @@ class BM25Index:
         self._vocab: dict[str, int] = model.vocab_dict
         self._indptr: npt.NDArray[np.integer[Any]] = model.scores["indptr"]
         self._indices: npt.NDArray[np.integer[Any]] = model.scores["indices"]
+        #: term counts per (term, row) and row lengths (what :meth:`changed` recomputes scores
+        #: from); None for an index saved before they were kept (a change then rebuilds it)
+        self.counts: TermCounts | None = counts
 
     @classmethod
     def build(
@@ -133,10 +141,11 @@ class BM25Index:
         At least one document must keep a term after tokenization. ``show_progress``: one
         labelled bar, ``bm25 index (<n> docs)`` (:mod:`retrievers.progress`).
 
-        Built in chunks (:func:`_build_scores`): texts become integer term ids chunk by chunk
+        Built in chunks (:func:`_build_counts`): texts become integer term ids chunk by chunk
         (:class:`~retrievers.text.TermIds`), each chunk is reduced to its (document, term,
-        count) triples, and the score matrix is filled term-major from those, so memory holds
-        about twice the final index at most, never the corpus's tokens. ``texts`` may be any
+        count) triples, the counts are filled term-major from those, and scored by
+        :func:`~retrievers.index.bm25_counts.score_counts`, so memory never holds the corpus's
+        tokens; the counts are kept (:attr:`counts`) so that :meth:`changed` is exact. ``texts`` may be any
         sequence (read a chunk at a time). The arrays are those bm25s's own ``index()``
         computes, value for value (tested), saved and loaded by bm25s.
         """
@@ -149,22 +158,58 @@ class BM25Index:
             raise ValueError("texts must hold at least 1 document, got 0")
         bar = open_bar(show_progress, len(texts), f"bm25 index ({len(texts):,} docs)", "doc")
         with bar if bar is not None else nullcontext():
-            data, indices, indptr, vocab, nonoccurrence = _build_scores(texts, params, bar=bar)
+            counts = _build_counts(texts, params, bar=bar)
+        return cls.from_counts(counts, params)
+
+    @classmethod
+    def from_counts(cls, counts: TermCounts, params: dict[str, object]) -> BM25Index:
+        """The index of ``counts`` (scored by :func:`score_counts`: the arrays a fresh build of
+        the same texts holds, bit for bit)."""
+        data, nonoccurrence = score_counts(counts, params)
         model = bm25s.BM25(
-            k1=float(k1),
-            b=float(b),
-            delta=float(delta),
-            method=method,
+            k1=float(params["k1"]),  # type: ignore[arg-type]
+            b=float(params["b"]),  # type: ignore[arg-type]
+            delta=float(params["delta"]),  # type: ignore[arg-type]
+            method=params["method"],
             dtype="float32",
             int_dtype="int32",
             backend="numpy",
             csc_backend="numpy",
         )
-        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(texts)}
-        model.vocab_dict = vocab
+        model.scores = {
+            "data": data,
+            "indices": counts.rows,
+            "indptr": counts.indptr,
+            "num_docs": counts.n_rows,
+        }
+        model.vocab_dict = {term: i for i, term in enumerate(counts.terms)}
         model.nonoccurrence_array = nonoccurrence
         model.unique_token_ids_set = None  # used only by bm25s's own retrieve(), never here
-        return cls(model, params, len(texts))
+        return cls(model, params, counts.n_rows, counts)
+
+    def changed(self, keep: npt.ArrayLike, new_rows: npt.ArrayLike, texts: Sequence[str]) -> BM25Index:
+        """A new index (this one is left as it is): the rows where ``keep`` is True stay, in
+        order, and ``texts`` are added as rows ``new_rows`` of the result (the kept rows fill the
+        others, in order). Every score is recomputed from the counts with the new N, document
+        frequencies and mean length (:mod:`retrievers.index.bm25_counts`), so the result equals
+        :meth:`build` over the resulting texts bit for bit; only ``texts`` are tokenized. An index
+        loaded without counts (saved by an older version) cannot change: ValueError."""
+        if self.counts is None:
+            raise ValueError(
+                "this BM25 index was saved without its term counts (tf.npy, lengths.npy; an older "
+                "version); it cannot be changed in place: rebuild it from the documents"
+            )
+        kept = np.asarray(keep, dtype=np.bool_)
+        if kept.shape != (self.size,):
+            raise ValueError(f"keep has shape {kept.shape}, expected ({self.size},)")
+        items = list(texts)
+        rows = np.asarray(new_rows, dtype=np.int64).reshape(-1)
+        if rows.size != len(items):
+            raise ValueError(f"{rows.size} new rows for {len(items)} texts")
+        total = int(kept.sum()) + len(items)
+        if rows.size and (rows.min() < 0 or rows.max() >= total):
+            raise ValueError(f"new_rows must lie in [0, {total - 1}]")
+        return self.from_counts(self.counts.changed(kept, rows, items, self.params), self.params)
 
     def _term_ids(self, terms: Sequence[str]) -> list[int]:
         """Vocabulary ids of the known ``terms`` (unknown terms score nothing; repeats kept)."""
@@ -296,6 +341,9 @@ class BM25Index:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self._model.save(str(folder), show_progress=False)
+        if self.counts is not None:
+            np.save(folder / _TF_FILE, np.ascontiguousarray(self.counts.tf), allow_pickle=False)
+            np.save(folder / _LENGTHS_FILE, np.ascontiguousarray(self.counts.lengths), allow_pickle=False)
         meta = {"format": _FORMAT, "version": _FORMAT_VERSION, "size": self.size, "params": self.params}
         (folder / _PARAMS_FILE).write_text(
             json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8"
@@ -335,7 +383,26 @@ class BM25Index:
             raise ValueError(
                 f"{folder}: bm25s files hold {model.scores['num_docs']} documents, expected {size}"
             )
-        return cls(model, params, size)
+        counts = None
+        if (folder / _TF_FILE).is_file() and (folder / _LENGTHS_FILE).is_file():
+            mode: Literal["r"] | None = "r" if mmap else None
+            tf = np.load(folder / _TF_FILE, mmap_mode=mode, allow_pickle=False)
+            lengths = np.load(folder / _LENGTHS_FILE, mmap_mode=mode, allow_pickle=False)
+            indices = model.scores["indices"]
+            if tf.shape != indices.shape or lengths.shape != (size,):
+                raise ValueError(
+                    f"{folder}: {_TF_FILE} / {_LENGTHS_FILE} have shapes {tf.shape} / {lengths.shape}, "
+                    f"expected {indices.shape} / ({size},); rebuild the index"
+                )
+            by_id = sorted(model.vocab_dict.items(), key=lambda item: item[1])
+            counts = TermCounts(
+                terms=tuple(term for term, _ in by_id),
+                indptr=np.asarray(model.scores["indptr"], dtype=np.int64),
+                rows=indices,
+                tf=tf,
+                lengths=lengths,
+            )
+        return cls(model, params, size, counts)
 
 
 def _model_value(model: Any, key: str) -> object:
@@ -347,21 +414,16 @@ def _model_value(model: Any, key: str) -> object:
 _BUILD_CHUNK = 8192  # documents tokenized and reduced at a time
 
 
-def _build_scores(
-    texts: Sequence[str], params: dict[str, object], *, bar: Any = None
-) -> tuple[Float32Array, npt.NDArray[np.int32], IndexArray, dict[str, int], Float32Array | None]:
-    """bm25s's index arrays (``data``, ``indices``, ``indptr``), our vocabulary (sorted terms ->
-    ids) and bm25s's non-occurrence array (bm25l/bm25+), built in chunks of documents.
+def _build_counts(texts: Sequence[str], params: dict[str, object], *, bar: Any = None) -> TermCounts:
+    """The term counts of ``texts`` (:class:`~retrievers.index.bm25_counts.TermCounts`: terms
+    sorted, each term's rows ascending), built in chunks of documents.
 
     Pass 1 turns each chunk into term ids (ids of first appearance) and keeps only its distinct
     (document, term) pairs with their counts (8 bytes a pair; the final index is 8 bytes a
-    pair too). Pass 2 renumbers terms in sorted order, computes idf and the term-frequency
-    component with bm25s's formulas in bm25s's order of operations (float64, then float32:
-    the same values), and scatters each chunk's scores into the column-major (CSC) arrays,
-    each term's documents ascending, freeing the chunk's pairs as it goes.
+    pair too). Pass 2 renumbers terms in sorted order and scatters each chunk's counts into the
+    column-major (CSC) arrays, each term's documents ascending, freeing the chunk's pairs as it
+    goes. Scores are computed from the counts by :func:`score_counts`.
     """
-    k1, b, delta = float(params["k1"]), float(params["b"]), float(params["delta"])  # type: ignore[arg-type]
-    method = str(params["method"])
     encoder = TermIds(stopwords=params["stopwords"], stemmer=params["stemmer"])  # type: ignore[arg-type]
     n_docs = len(texts)
     lengths = np.empty(n_docs, dtype=np.int64)
@@ -393,24 +455,15 @@ def _build_scores(
     order = sorted(range(n_terms), key=terms.__getitem__)
     renumber = np.empty(n_terms, dtype=np.int64)
     renumber[np.asarray(order, dtype=np.int64)] = np.arange(n_terms)
-    vocab = {terms[old]: new for new, old in enumerate(order)}
+    sorted_names = tuple(terms[old] for old in order)
     del encoder, terms, order
     doc_freq = np.zeros(n_terms, dtype=np.int64)
     for first_ids, _, _ in chunks:
         doc_freq += np.bincount(renumber[first_ids], minlength=n_terms)
-    # bm25s: avg_doc_len = np.array([len(doc) for doc in corpus]).mean(); idf per term in Python
-    avg_len = lengths.mean()
-    idf = np.zeros(n_terms, dtype=np.float32)
-    idf[:] = [_idf(method, df, n_docs) for df in doc_freq.tolist()]
-    nonoccurrence: Float32Array | None = None
-    if method in ("bm25l", "bm25+"):
-        floor = _tfc_at_zero(method, k1, b, delta, avg_len)
-        nonoccurrence = np.zeros(n_terms, dtype=np.float32)
-        nonoccurrence[:] = [_idf(method, df, n_docs) * floor for df in doc_freq.tolist()]
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(doc_freq, out=indptr[1:])
     nnz = int(indptr[-1])
-    data = np.empty(nnz, dtype=np.float32)
+    tf_out = np.empty(nnz, dtype=np.int32)
     indices = np.empty(nnz, dtype=np.int32)
     heads = indptr[:-1].copy()
     first_doc = 0
@@ -421,65 +474,13 @@ def _build_scores(
         first_doc += per_doc.size
         if not term.size:  # no document of the chunk kept a term
             continue
-        values = idf[term] * _tfc(method, tf_counts.astype(np.float32), lengths[docs], avg_len, k1, b, delta)
-        if nonoccurrence is not None:
-            values -= nonoccurrence[term]
         by_term = np.argsort(term, kind="stable")  # documents stay ascending within a term
         sorted_terms = term[by_term]
         starts = np.flatnonzero(np.concatenate(([True], sorted_terms[1:] != sorted_terms[:-1])))
         sizes = np.diff(np.append(starts, sorted_terms.size))
         rank = np.arange(sorted_terms.size) - np.repeat(starts, sizes)
         positions = heads[sorted_terms] + rank
-        data[positions] = values[by_term]
+        tf_out[positions] = tf_counts[by_term]
         indices[positions] = docs[by_term]
         heads[sorted_terms[starts]] += sizes
-    return data, indices, indptr, vocab, nonoccurrence
-
-
-def _idf(method: str, df: int, n_docs: int) -> float:
-    """bm25s's idf of a term in ``df`` of ``n_docs`` documents (see :data:`BM25_METHODS`)."""
-    if method == "robertson":
-        inner = (n_docs - df + 0.5) / (df + 0.5)
-        return math.log(max(inner, 1))
-    if method == "lucene":
-        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-    if method == "atire":
-        return math.log(n_docs / df)
-    if method == "bm25l":
-        return math.log((n_docs + 1) / (df + 0.5))
-    return math.log((n_docs + 1) / df)  # bm25+
-
-
-def _tfc(
-    method: str,
-    tf: Float32Array,
-    doc_len: IndexArray,
-    avg_len: np.floating[Any],
-    k1: float,
-    b: float,
-    delta: float,
-) -> npt.NDArray[np.float64]:
-    """bm25s's term-frequency component, with its dtypes: ``tf`` is float32, the length norm a
-    float64 scalar per document in bm25s (an array here, the same operations in the same
-    order), so most arithmetic is float64, but ``tf * (k1 + 1)`` stays float32 (a Python float
-    does not widen a float32 array)."""
-    norm = b * doc_len.astype(np.float64) / avg_len  # b * l_d / l_avg
-    if method in ("robertson", "lucene"):
-        return tf / (k1 * ((1 - b) + norm) + tf)
-    if method == "atire":
-        return (tf * np.float32(k1 + 1)) / (tf + k1 * (1 - b + norm))
-    if method == "bm25l":
-        c = tf / (1 - b + norm)
-        return ((k1 + 1) * (c + delta)) / (k1 + c + delta)
-    return (np.float32(k1 + 1) * tf) / (k1 * (1 - b + norm) + tf) + delta
-
-
-def _tfc_at_zero(method: str, k1: float, b: float, delta: float, avg_len: np.floating[Any]) -> float:
-    """bm25s's tfc for tf = 0 at the average length (the bm25l / bm25+ non-occurrence score)."""
-    norm = b * avg_len / avg_len
-    if method == "bm25l":
-        c = 0 / (1 - b + norm)
-        return float(((k1 + 1) * (c + delta)) / (k1 + c + delta))
-    num = (k1 + 1) * 0
-    den = k1 * (1 - b + norm) + 0
-    return float((num / den) + delta)
+    return TermCounts(terms=sorted_names, indptr=indptr, rows=indices, tf=tf_out, lengths=lengths)

@@ -4,21 +4,26 @@
 * ``config.py`` — :class:`StoreConfig`, :class:`BM25Config`, :class:`ChunkingConfig`.
 * ``tree.py`` — :class:`~retrievers.store.tree.ContextTree`; ``hierarchy_config.py`` — its
   :class:`HierarchyConfig`; ``tree_uris.py``, ``tree_nodes.py`` — its URIs and node columns.
+* ``changes.py`` — add/delete/update (new store versions; ``row_plan.py``, ``change_config.py``);
+  ``versions.py`` — :class:`StoreVersions`, versions on disk published atomically.
 * ``edges.py`` — :class:`~retrievers.store.edges.EdgeSet`; ``edge_config.py`` — its :class:`EdgeConfig`.
 
 Building lives in :mod:`retrievers.builders`; loading a store imports none of it.
 """
 
+from retrievers.store.change_config import ChangeSettings, StoreVersion
 from retrievers.store.config import BM25Config, ChunkingConfig, StoreConfig
 from retrievers.store.context_store import STORE_FORMAT, ContextStore
 from retrievers.store.edge_config import EdgeConfig
 from retrievers.store.edges import EdgeSet
 from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.tree import ContextTree
+from retrievers.store.versions import StoreVersions
 
 __all__ = [
     "STORE_FORMAT",
     "BM25Config",
+    "ChangeSettings",
     "ChunkingConfig",
     "ContextStore",
     "ContextTree",
@@ -26,4 +31,6 @@ __all__ = [
     "EdgeSet",
     "HierarchyConfig",
     "StoreConfig",
+    "StoreVersion",
+    "StoreVersions",
 ]

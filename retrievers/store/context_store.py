@@ -20,22 +20,23 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from retrievers.index import BM25Index, ExactVectorIndex, FaissVectorIndex
+from retrievers.store.change_config import ChangeSettings, StoreVersion
 from retrievers.store.columns import DocumentColumns, decode_metadata
 from retrievers.store.config import StoreConfig
 from retrievers.store.edges import EdgeSet
 from retrievers.store.ids import IdColumn, RowIndex
-from retrievers.store.npy_files import save_npy
+from retrievers.store.npy_files import save_array, save_npy
 from retrievers.store.tree import ContextTree
 from retrievers.timeparse.document_times import DocumentTimes
-from retrievers.types import Document
+from retrievers.types import Document, Embedder
 
 __all__ = ["STORE_FORMAT", "ContextStore"]
 
@@ -118,6 +119,12 @@ class ContextStore:
         self.timestamps: DocumentTimes | None = timestamps
         #: typed, weighted document edges in CSR form (edges.py); None when ``config.edges`` is None
         self.edges: EdgeSet | None = edges
+        #: the versions this store comes from, oldest first, itself last (empty for a store that
+        #: was built and never changed: :attr:`content_key` names it); see :meth:`add`
+        self.history: tuple[StoreVersion, ...] = ()
+        #: seconds per part of the change that made this store (:meth:`add`); empty when built
+        self.change_seconds: dict[str, float] = {}
+        self._content_key: str | None = None
         # part name -> (folder it lives in, the object): parts save() need not write again
         self._saved: dict[str, tuple[Path, object]] = {}
         # Parent documents (chunking.py). A chunked store's rows are chunks and these are the
@@ -257,6 +264,7 @@ class ContextStore:
             tree.leaf_rows(self.row_of)  # every leaf names a document of the store
         view = copy.copy(self)
         view._saved = {}
+        view._content_key = None
         if tree is not None:
             view.tree = tree
         if timestamps is not None:
@@ -264,6 +272,76 @@ class ContextStore:
         if edges is not None:
             view.edges = edges
         return view
+
+    @property
+    def content_key(self) -> str:
+        """sha256 of what searches read (ids, texts, metadata, embeddings, embedder, settings):
+        the same for equal stores however they were made (:func:`retrievers.store.changes.content_key`)."""
+        if self._content_key is None:
+            from retrievers.store.changes import content_key
+
+            self._content_key = content_key(self)
+        return self._content_key
+
+    def add(
+        self,
+        documents: Iterable[Document],
+        embedder: Embedder | None = None,
+        *,
+        embeddings: npt.ArrayLike | None = None,
+        settings: ChangeSettings | None = None,
+    ) -> ContextStore:
+        """A new store version holding this store's documents and ``documents`` (ids not in the
+        store; else ValueError naming one). The new documents are embedded with ``embedder``
+        (the store's own, by name) unless their ``embeddings`` are given (rows in the order of
+        ``documents`` sorted by id). This store is left as it is. Exact search and BM25 over the
+        result equal a fresh build of the same documents bit for bit; the tree, edges, times and
+        faiss index are updated as :mod:`retrievers.store.changes` says; ``settings`` holds the
+        tree's split and rebuild rules. The result's :attr:`history` ends with its version;
+        :attr:`change_seconds` has the time of each part. Durable versions on disk:
+        :class:`retrievers.store.versions.StoreVersions`."""
+        from retrievers.store.changes import apply_change
+
+        added = list(documents)
+        changed: ContextStore = apply_change(
+            self, removed=(), added=added, embedder=embedder, embeddings=embeddings,
+            settings=settings, counts=(len(added), 0, 0),
+        )  # fmt: skip
+        return changed
+
+    def delete(
+        self, ids: Iterable[str], embedder: Embedder | None = None, *, settings: ChangeSettings | None = None
+    ) -> ContextStore:
+        """A new store version without the documents ``ids`` (each must be in the store, else
+        ValueError naming one; a store cannot lose every document). ``embedder`` is only used
+        when the tree reaches its rebuild threshold. See :meth:`add`."""
+        from retrievers.store.changes import apply_change
+
+        removed = list(ids)
+        changed: ContextStore = apply_change(
+            self, removed=removed, added=(), embedder=embedder, embeddings=None,
+            settings=settings, counts=(0, len(removed), 0),
+        )  # fmt: skip
+        return changed
+
+    def update(
+        self,
+        documents: Iterable[Document],
+        embedder: Embedder | None = None,
+        *,
+        embeddings: npt.ArrayLike | None = None,
+        settings: ChangeSettings | None = None,
+    ) -> ContextStore:
+        """A new store version where each of ``documents`` replaces the stored document of its
+        id (each id must be in the store): a delete and an add in one version. See :meth:`add`."""
+        from retrievers.store.changes import apply_change
+
+        replaced = list(documents)
+        changed: ContextStore = apply_change(
+            self, removed=[doc.id for doc in replaced], added=replaced, embedder=embedder,
+            embeddings=embeddings, settings=settings, counts=(0, 0, len(replaced)),
+        )  # fmt: skip
+        return changed
 
     def save(self, folder: Path) -> None:
         """Write the store into ``folder`` (created if needed): JSON, npy and bm25s files. Parts
@@ -277,6 +355,7 @@ class ContextStore:
             "dim": self.dim if self.has_vectors else None,
             "config": self.config.to_dict(),
             "build_seconds": self.build_seconds,
+            "history": [version.to_dict() for version in self.history],
         }
         parts: list[tuple[str, Any, Any]] = [
             ("documents", self.documents, self.documents.save),
@@ -381,6 +460,7 @@ class ContextStore:
             ),
             check_parents=False,
         )
+        store.history = tuple(StoreVersion.from_dict(entry) for entry in meta.get("history") or ())
         for name, value in (
             ("documents", store.documents),
             ("bm25", store.bm25),
@@ -412,39 +492,3 @@ def _same_path(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
     except OSError:
         return False
-
-
-def save_array(path: Path, array: np.ndarray) -> None:
-    """``np.save`` of ``array``, unless it is the memory-map of that very file (a store built
-    into its folder: nothing to write) or of another whole ``.npy`` file (copied by the kernel,
-    without reading it into this process)."""
-    if isinstance(array, np.memmap) and array.filename is not None:
-        source = Path(array.filename)
-        if _same_path(source, path):
-            array.flush()
-            return
-        header = _npy_header(source)
-        if (
-            header is not None
-            and header == (array.shape, array.dtype, array.offset)
-            and array.flags.c_contiguous
-        ):
-            shutil.copyfile(source, path)
-            return
-    save_npy(path, np.ascontiguousarray(array))
-
-
-def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any], int] | None:
-    """(shape, dtype, data offset) of a C-ordered ``.npy`` file, or None."""
-    try:
-        with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
-            else:
-                return None
-            return None if fortran else (tuple(shape), dtype, handle.tell())
-    except (OSError, ValueError):
-        return None

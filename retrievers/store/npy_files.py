@@ -8,13 +8,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NpyAppender", "save_npy"]
+__all__ = ["NpyAppender", "save_array", "save_npy"]
 
 
 def save_npy(path: Path, array: npt.ArrayLike) -> None:
@@ -68,3 +69,46 @@ class NpyAppender:
             os.replace(self._temporary, self.path)
         else:
             os.unlink(self._temporary)
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    """``np.save`` of ``array``, unless it is the memory-map of that very file (a store built
+    into its folder: nothing to write) or of another whole ``.npy`` file (copied by the kernel,
+    without reading it into this process)."""
+    if isinstance(array, np.memmap) and array.filename is not None:
+        source = Path(array.filename)
+        if _same_file(source, path):
+            array.flush()
+            return
+        header = _npy_header(source)
+        if (
+            header is not None
+            and header == (array.shape, array.dtype, array.offset)
+            and array.flags.c_contiguous
+        ):
+            shutil.copyfile(source, path)
+            return
+    save_npy(path, np.ascontiguousarray(array))
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any], int] | None:
+    """(shape, dtype, data offset) of a C-ordered ``.npy`` file, or None."""
+    try:
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+            else:
+                return None
+            return None if fortran else (tuple(shape), dtype, handle.tell())
+    except (OSError, ValueError):
+        return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False

@@ -268,6 +268,41 @@ class ContextTree:
     def n_leaves(self) -> int:
         return int(np.count_nonzero(self.is_leaf))
 
+    @classmethod
+    def from_columns(
+        cls,
+        texts: Mapping[str, TextColumn],
+        arrays: Mapping[str, npt.NDArray[Any]],
+        *,
+        record_nodes: npt.ArrayLike,
+        record_levels: npt.ArrayLike,
+        record_vectors: npt.ArrayLike,
+        info: Mapping[str, Any] | None = None,
+    ) -> ContextTree:
+        """A tree from its node columns (``uri``, ``abstract``, ``content``, ``doc_id``,
+        ``metadata``, sorted by URI) and arrays (``level``, ``parents``, ``child_ptr``,
+        ``child_index``, ``depth``, ``context_type``), as :meth:`save` writes them: checked for
+        shape as :meth:`load` checks them, the structure trusted (a tree changed column by
+        column: :mod:`retrievers.builders.tree_insert`)."""
+        tree = cls.__new__(cls)
+        tree._set_structure(texts, arrays, info)
+        tree._set_records(record_nodes, record_levels, record_vectors)
+        return tree
+
+    @property
+    def context_codes(self) -> npt.NDArray[np.int8]:
+        """Every node's context type as an index into :data:`CONTEXT_TYPES`."""
+        return np.asarray(self._context_codes)
+
+    @property
+    def levels(self) -> npt.NDArray[np.int8]:
+        """Every node's level (0/1 directory, 2 leaf)."""
+        return np.asarray(self._level)
+
+    def text_column(self, name: str) -> TextColumn:
+        """The node column ``name`` (``uri``, ``abstract``, ``content``, ``doc_id``, ``metadata``)."""
+        return self._texts[name]
+
     def children(self, node: int) -> IntArray:
         """Indices of ``node``'s children, in URI order."""
         return self.child_index[self.child_ptr[node] : self.child_ptr[node + 1]]
