@@ -121,7 +121,8 @@ def _merge_terms(parts: Sequence[tuple[IntArray, FloatVector]]) -> tuple[IntArra
     terms = np.concatenate([part[0] for part in parts])
     weights = np.concatenate([part[1] for part in parts])
     unique, inverse = np.unique(terms, return_inverse=True)
-    return unique.astype(np.int64), np.bincount(inverse, weights=weights, minlength=unique.size)
+    summed = np.bincount(inverse, weights=weights, minlength=unique.size).astype(np.float64)
+    return unique.astype(np.int64), summed
 
 
 class _SummedTexts:

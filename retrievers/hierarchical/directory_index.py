@@ -73,7 +73,8 @@ class DirectoryIVF:
         ``allowed`` (bool per record), by exact score desc then record asc."""
         import faiss
 
-        params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))
+        params = faiss.SearchParametersIVF()
+        params.nprobe = min(nprobe, self.nlist)
         query = np.ascontiguousarray(vector[None, :], dtype=np.float32)
         fetch = min(self.vectors.shape[0], max(4 * limit, 64))
         with one_faiss_thread():
