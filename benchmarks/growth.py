@@ -28,7 +28,10 @@ against the loaded store, through the same objects retrievers use: ``ExactVector
 ``FaissVectorIndex.search`` (candidates rescored exactly), ``BM25Index.search`` and
 ``HierarchicalRetriever.retrieve`` (alpha 1, its global search exact, other parameters at their
 defaults except ``max_convergence_rounds``: the fewest of 3, 5, 10, 20, 40, 80 reaching the
-matched recall, as each ANN index's knob). The 1M run took 36 minutes on 2 cores (load 2-5) and 9 GB of disk.
+matched recall, as each ANN index's knob), and again with its directory level through an inverted
+file (``directory_search: ivf``; the first of ``HIERARCHICAL_IVF_KNOBS`` reaching the matched recall).
+``--tree-kmeans faiss`` builds the trees with ``store.hierarchy.kmeans: faiss``. The 1M run took 36
+minutes on 2 cores (load 2-5) and 9 GB of disk.
 """
 
 from __future__ import annotations
