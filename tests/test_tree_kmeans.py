@@ -210,22 +210,3 @@ def test_ivf_directory_search_probing_every_list_equals_exact_search() -> None:
     assert all(len(results) == 10 for results in found)
     with pytest.raises(ParamError, match="directory_nprobe"):
         HierarchicalRetriever(store, embedder, directory_nprobe=4)
-
-
-def test_label_tfidf_equals_scikit_learns_fit() -> None:
-    from retrievers.builders.label_tfidf import label_tfidf
-    from retrievers.text import LABEL_PATTERN, fit_tfidf
-
-    documents, _ = corpus(300)
-    texts = [doc.full_text for doc in documents] + [
-        "The and of",
-        "Élan vital, naïve CAFÉ; x1 abc_def Kal kal",
-    ]
-    vectorizer, expected = fit_tfidf(texts, token_pattern=LABEL_PATTERN, dtype=np.float64)
-    terms, matrix = label_tfidf(texts)
-    assert terms == [str(term) for term in vectorizer.get_feature_names_out()]
-    assert matrix.shape == expected.shape and matrix.nnz == expected.nnz
-    np.testing.assert_allclose(matrix.toarray(), expected.toarray(), rtol=0, atol=1e-12)
-    assert matrix[len(texts) - 2].nnz == 0  # stop words only: an empty row, as scikit-learn's
-    with pytest.raises(ValueError, match="empty vocabulary"):
-        label_tfidf(["the of and", "12 34"])

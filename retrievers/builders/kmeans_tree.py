@@ -16,8 +16,6 @@ three changes that make a million documents cheap:
   once for the terms instead of once per level. The central documents are found against the
   normalised vector sum, scanning the members in blocks (similarities in float32, compared at
   1e-6, ties to the lower position, as in the numpy builder).
-* **The TF-IDF** of the labels is counted in numpy (:mod:`retrievers.builders.label_tfidf`, the
-  same values as scikit-learn's to rounding, without its per-token Python loop).
 * **Centroid directory vectors** are the normalised vector sums above, handed to
   :func:`~retrievers.builders.hierarchy.embed_directories`, which then does not gather every
   directory's leaves again.
@@ -37,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.builders.label_tfidf import label_tfidf
 from retrievers.builders.tree_texts import Extractor, leaf_nodes, snippet
 from retrievers.params import is_int
 from retrievers.store.hierarchy_config import HierarchyConfig
@@ -133,7 +130,7 @@ class _SummedTexts:
     :class:`~retrievers.builders.tree_texts.Extractor`, computed bottom-up)."""
 
     def __init__(self, documents: Sequence[Document], matrix: FloatMatrix, config: HierarchyConfig) -> None:
-        self.extractor = Extractor(documents, matrix, config, fit=label_tfidf)
+        self.extractor = Extractor(documents, matrix, config)
         self.documents = documents
         self.matrix = matrix
         self.config = config

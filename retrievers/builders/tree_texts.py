@@ -8,7 +8,7 @@ most central documents and its top TF-IDF terms (:func:`retrievers.text.fit_tfid
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,16 +39,7 @@ def snippet(doc: Document, chars: int) -> str:
 class Extractor:
     """Extractive directory texts: central documents' snippets and top TF-IDF terms."""
 
-    def __init__(
-        self,
-        documents: Sequence[Document],
-        vectors: FloatMatrix,
-        config: HierarchyConfig,
-        *,
-        fit: Callable[[list[str]], tuple[list[str], Any]] | None = None,
-    ) -> None:
-        """``fit`` (texts -> (terms, csr matrix)) replaces scikit-learn's fit of the same TF-IDF
-        (:func:`retrievers.builders.label_tfidf.label_tfidf` for the faiss builder)."""
+    def __init__(self, documents: Sequence[Document], vectors: FloatMatrix, config: HierarchyConfig) -> None:
         self.documents = documents
         self.vectors = vectors
         self.config = config
@@ -57,11 +48,8 @@ class Extractor:
         texts = [doc.full_text for doc in documents]
         if max(config.abstract_terms, config.overview_terms if config.overview else 0) > 0:
             try:
-                if fit is not None:
-                    self.terms, self.matrix = fit(texts)
-                else:
-                    vectorizer, self.matrix = fit_tfidf(texts, token_pattern=LABEL_PATTERN, dtype=np.float64)
-                    self.terms = [str(term) for term in vectorizer.get_feature_names_out()]
+                vectorizer, self.matrix = fit_tfidf(texts, token_pattern=LABEL_PATTERN, dtype=np.float64)
+                self.terms = [str(term) for term in vectorizer.get_feature_names_out()]
             except ValueError:  # no usable term anywhere: abstracts fall back to snippets only
                 self.matrix = None
 
