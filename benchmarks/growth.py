@@ -28,7 +28,10 @@ against the loaded store, through the same objects retrievers use: ``ExactVector
 ``FaissVectorIndex.search`` (candidates rescored exactly), ``BM25Index.search`` and
 ``HierarchicalRetriever.retrieve`` (alpha 1, its global search exact, other parameters at their
 defaults except ``max_convergence_rounds``: the fewest of 3, 5, 10, 20, 40, 80 reaching the
-matched recall, as each ANN index's knob). The 1M run took 36 minutes on 2 cores (load 2-5) and 9 GB of disk.
+matched recall, as each ANN index's knob), and again with its directory level through an inverted
+file (``directory_search: ivf``; the first of ``HIERARCHICAL_IVF_KNOBS`` reaching the matched recall).
+``--tree-kmeans faiss`` builds the trees with ``store.hierarchy.kmeans: faiss``. The 1M run took 36
+minutes on 2 cores (load 2-5) and 9 GB of disk.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from memory import PeakMemory
 from synthetic import DIM, clustered_vectors, token_documents, token_queries
 
 ANN_KINDS = ("flat", "hnsw", "ivf_flat", "ivf_pq")
-METHODS = ("exact", *ANN_KINDS, "bm25", "hierarchical")
+METHODS = ("exact", *ANN_KINDS, "bm25", "hierarchical", "hierarchical_ivf")
 TREE = {
     "builder": "kmeans",
     "branching_factor": 8,
@@ -65,6 +68,14 @@ TREE = {
 }
 HIERARCHICAL = {"alpha": 1.0}
 HIERARCHICAL_ROUNDS = [3, 5, 10, 20, 40, 80]  # its knob for matched recall (3 is the default)
+# the directory level through an inverted file (directory_search: ivf) and more start points;
+# knobs tried in this order, the first reaching the matched recall kept (else the best)
+HIERARCHICAL_IVF = {"alpha": 1.0, "directory_search": "ivf"}
+HIERARCHICAL_IVF_KNOBS = [
+    {"global_search_topk": topk, "directory_nprobe": nprobe, "max_convergence_rounds": rounds}
+    for topk, nprobe in ((20, 8), (50, 16), (100, 32), (200, 32))
+    for rounds in (3, 5, 10, 20)
+]
 TOP_K = 10
 N_QUERIES = 512  # timed one at a time: the first 200 (after 10 warm-up queries); the batch: all
 TIMED = 200
@@ -121,9 +132,9 @@ def query_texts() -> list[str]:
 # ------------------------------------------------------------------------------- builds (children)
 
 
-def build_sized_store(n_rows: int, folder: Path) -> dict[str, Any]:
+def build_sized_store(n_rows: int, folder: Path, tree_kmeans: str = "numpy") -> dict[str, Any]:
     """The store of ``n_rows`` documents built into ``folder``: seconds and peak memory per phase
-    and in all, and the size of each part on disk."""
+    and in all, and the size of each part on disk. ``tree_kmeans``: ``store.hierarchy.kmeans``."""
     import retrievers.builders as build
     from retrievers import StoreConfig
 
@@ -149,7 +160,8 @@ def build_sized_store(n_rows: int, folder: Path) -> dict[str, Any]:
     documents = list(token_documents(0, n_rows))
     if folder.exists():
         shutil.rmtree(folder)
-    config = StoreConfig.from_dict({"hierarchy": TREE, "timestamps": None})
+    tree = {**TREE, **({"kmeans": tree_kmeans} if tree_kmeans != "numpy" else {})}
+    config = StoreConfig.from_dict({"hierarchy": tree, "timestamps": None})
     with PeakMemory() as peak:
         started = time.perf_counter()
         build.build_store(documents, SyntheticEmbedder(n_rows), config, folder=folder)
@@ -328,6 +340,7 @@ def run_queries(n_rows: int, folder: Path, kinds: Sequence[str]) -> dict[str, An
     qps = batch_qps(lambda: found_batch.extend(retriever.retrieve_batch(texts, TOP_K)), N_QUERIES)
     found = [[store.row_of[result.doc_id] for result in results_] for results_ in found_batch]
     fractions = [r[0].provenance["stats"]["nodes_scored_fraction"] for r in found_batch if r]
+    results["hierarchical_ivf"] = _hierarchical_ivf(store, embedder, texts, truth)
     results["hierarchical"] = {
         "p50_ms": p50,
         "p95_ms": p95,
@@ -338,6 +351,52 @@ def run_queries(n_rows: int, folder: Path, kinds: Sequence[str]) -> dict[str, An
         "knob": f"max_convergence_rounds {rounds}",
     }
     return results
+
+
+def _hierarchical_ivf(
+    store: Any, embedder: SyntheticEmbedder, texts: list[str], truth: Any
+) -> dict[str, Any]:
+    """The hierarchical retriever with its directory level searched through an inverted file:
+    the first of HIERARCHICAL_IVF_KNOBS reaching the matched recall (else the best), timed."""
+    from retrievers import HierarchicalRetriever
+
+    best: tuple[float, dict[str, Any]] | None = None
+    started = time.perf_counter()
+    HierarchicalRetriever(store, embedder, **HIERARCHICAL_IVF)  # the inverted file's build, once timed
+    index_seconds = time.perf_counter() - started
+    for knob in HIERARCHICAL_IVF_KNOBS:
+        retriever = HierarchicalRetriever(store, embedder, **HIERARCHICAL_IVF, **knob)
+        found = [[store.row_of[r.doc_id] for r in rs] for rs in retriever.retrieve_batch(texts[:256], TOP_K)]
+        recall = _recall(found, truth[:256])
+        if best is None or recall > best[0]:
+            best = (recall, knob)
+        if recall >= TARGET_RECALL:
+            best = (recall, knob)
+            break
+    assert best is not None
+    knob = best[1]
+    retriever = HierarchicalRetriever(store, embedder, **HIERARCHICAL_IVF, **knob)
+    with one_thread():
+        p50, p95 = _latency(lambda j: retriever.retrieve(texts[j], TOP_K))
+    found_batch: list[Any] = []
+    qps = batch_qps_of(lambda: found_batch.extend(retriever.retrieve_batch(texts, TOP_K)), N_QUERIES)
+    found = [[store.row_of[result.doc_id] for result in results_] for results_ in found_batch]
+    fractions = [r[0].provenance["stats"]["nodes_scored_fraction"] for r in found_batch if r]
+    return {
+        "p50_ms": p50,
+        "p95_ms": p95,
+        "recall": _recall(found, truth),
+        "qps": qps,
+        "nodes_scored_fraction": float(np.mean(fractions)) if fractions else None,
+        "ivf_build_seconds": index_seconds,
+        "knob": ", ".join(f"{key} {value}" for key, value in knob.items()),
+    }
+
+
+def batch_qps_of(function: Callable[[], Any], count: int) -> float:
+    started = time.perf_counter()
+    function()
+    return count / (time.perf_counter() - started)
 
 
 # ------------------------------------------------------------------------------- the command
@@ -351,14 +410,18 @@ def _child(command: str, *args: str) -> dict[str, Any]:
 
 
 def measure(
-    sizes: Sequence[int], folder: Path, kinds: Sequence[str], log: Callable[[str], None]
+    sizes: Sequence[int],
+    folder: Path,
+    kinds: Sequence[str],
+    log: Callable[[str], None],
+    tree_kmeans: str = "numpy",
 ) -> dict[int, Any]:
     """Everything for every size (builds and queries in fresh processes)."""
     rows: dict[int, Any] = {}
     for n_rows in sizes:
         where = folder / f"n{n_rows}"
         log(f"{n_rows:,}: building the store (load {os.getloadavg()[0]:.2f})")
-        store = _child("store", str(n_rows), str(where))
+        store = _child("store", str(n_rows), str(where), tree_kmeans)
         ann = {}
         for kind in kinds:
             log(f"{n_rows:,}: building {kind} (load {os.getloadavg()[0]:.2f})")
@@ -384,6 +447,8 @@ def method_costs(rows: dict[int, Any], method: str, n_rows: int) -> dict[str, An
             if ann is None
             else {"seconds": ann["seconds"], "peak_anon_mb": ann["peak_anon_mb"], "size_mb": ann["size_mb"]}
         )
+    elif method == "hierarchical_ivf" and queries is None:
+        build = None
     elif method == "bm25":
         phase = store["phases"]["bm25"]
         build = {
@@ -422,7 +487,7 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 def table(rows: dict[int, Any], kinds: Sequence[str]) -> str:
     sizes = sorted(rows)
-    methods = ["exact", *kinds, "bm25", "hierarchical"]
+    methods = ["exact", *kinds, "bm25", "hierarchical", "hierarchical_ivf"]
     label = {
         "exact": "exact (numpy)",
         "flat": "flat (faiss)",
@@ -431,6 +496,7 @@ def table(rows: dict[int, Any], kinds: Sequence[str]) -> str:
         "ivf_pq": "IVF-PQ",
         "bm25": "BM25",
         "hierarchical": "hierarchical",
+        "hierarchical_ivf": "hierarchical (ivf directories)",
     }
     lines = [
         "| method | N | build s | build peak MB | size MB | p50 ms | p95 ms | batch QPS | R@10 | knob |",
@@ -441,7 +507,7 @@ def table(rows: dict[int, Any], kinds: Sequence[str]) -> str:
             costs = method_costs(rows, method, n_rows)
             build, queries = costs["build"] or {}, costs["queries"] or {}
             knob = queries.get("knob", "")
-            if method == "hierarchical" and queries.get("nodes_scored_fraction") is not None:
+            if method.startswith("hierarchical") and queries.get("nodes_scored_fraction") is not None:
                 knob = f"{knob}, {100 * queries['nodes_scored_fraction']:.1f}% of nodes"
             if method == "bm25":
                 knob = f"bm25s + argpartition {queries['bm25s_argpartition_p50_ms']:.2f} ms"
@@ -493,7 +559,7 @@ def plot(rows: dict[int, Any], kinds: Sequence[str], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     sizes = sorted(rows)
-    methods = ["exact", *kinds, "bm25", "hierarchical"]
+    methods = ["exact", *kinds, "bm25", "hierarchical", "hierarchical_ivf"]
     panels = [
         ("build time (s)", lambda c: (c["build"] or {}).get("seconds")),
         ("build peak memory (MB, anonymous)", lambda c: (c["build"] or {}).get("peak_anon_mb")),
@@ -535,12 +601,18 @@ def main() -> None:
     )
     parser.add_argument("--replot", action="store_true", help="redraw from --json without measuring")
     parser.add_argument("--keep", action="store_true", help="keep the built stores")
+    parser.add_argument(
+        "--tree-kmeans",
+        choices=("numpy", "faiss"),
+        default="numpy",
+        help="store.hierarchy.kmeans of the stores' trees (faiss: retrievers/builders/kmeans_tree.py)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         command, *rest = args.child
         if command == "store":
-            result = build_sized_store(int(rest[0]), Path(rest[1]))
+            result = build_sized_store(int(rest[0]), Path(rest[1]), rest[2])
         elif command == "ann":
             result = build_ann(Path(rest[0]), rest[1])
         else:
@@ -557,6 +629,7 @@ def main() -> None:
             Path(args.folder),
             kinds,
             lambda line: print(line, flush=True),
+            args.tree_kmeans,
         )
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -14,6 +14,10 @@ Builders (chosen by :attr:`retrievers.store.hierarchy_config.HierarchyConfig.bui
   overview through ``str.format`` templates over the record's fields (the session's date and its
   summary); other directories get the extractive abstract.
 
+``kmeans`` splits with numpy by default; ``store.hierarchy.kmeans: faiss`` builds the same kind
+of tree with faiss's k-means on a sample and bottom-up texts (:mod:`retrievers.builders.kmeans_tree`,
+for big corpora; another tree than the default's).
+
 Both are deterministic: the same documents, vectors and settings give the same tree.
 """
 
@@ -28,11 +32,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.builders.kmeans_tree import faiss_kmeans_nodes
+from retrievers.builders.tree_texts import Extractor, leaf_nodes
 from retrievers.params import is_int
 from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.tree import ContextTree
 from retrievers.store.tree_uris import TreeError, uri_segment
-from retrievers.text import LABEL_PATTERN, fit_tfidf
 from retrievers.types import ContextNode, Document, Embedder
 
 __all__ = ["build_tree", "embed_directories", "kmeans_nodes", "metadata_path_nodes", "spherical_kmeans"]
@@ -42,107 +47,8 @@ IntArray = npt.NDArray[np.int64]
 
 
 # --------------------------------------------------------------------------------------------
-# Extractive abstracts
-# --------------------------------------------------------------------------------------------
-
-
-def _snippet(doc: Document, chars: int) -> str:
-    """A document's title, else its opening ``chars`` characters (cut at a word boundary)."""
-    if doc.title.strip():
-        return " ".join(doc.title.split())
-    text = " ".join(doc.text.split())
-    if len(text) <= chars:
-        return text
-    cut = text[:chars]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > chars // 2 else cut) + "..."
-
-
-class _Extractor:
-    """Extractive directory texts: central documents' snippets and top TF-IDF terms."""
-
-    def __init__(self, documents: Sequence[Document], vectors: FloatMatrix, config: HierarchyConfig) -> None:
-        self.documents = documents
-        self.vectors = vectors
-        self.config = config
-        self.terms: list[str] = []
-        self.matrix: Any = None
-        texts = [doc.full_text for doc in documents]
-        if max(config.abstract_terms, config.overview_terms if config.overview else 0) > 0:
-            try:
-                vectorizer, self.matrix = fit_tfidf(texts, token_pattern=LABEL_PATTERN, dtype=np.float64)
-                self.terms = [str(term) for term in vectorizer.get_feature_names_out()]
-            except ValueError:  # no usable term anywhere: abstracts fall back to snippets only
-                self.matrix = None
-
-    def central(self, members: Sequence[int], count: int) -> list[int]:
-        """Up to ``count`` members closest to their normalised mean vector (ties: lower position)."""
-        if count <= 0 or not members:
-            return []
-        rows = np.asarray(members, dtype=np.int64)
-        block = self.vectors[rows].astype(np.float64)
-        centre = block.mean(axis=0)
-        norm = float(np.linalg.norm(centre))
-        if norm > 0:
-            centre /= norm
-        # Vectors are float32: documents equally close to the centre differ only by rounding noise,
-        # so similarities are compared at 1e-6 and such ties go to the lower position, as documented.
-        similarity = np.round(block @ centre, 6)
-        order = np.lexsort((rows, -similarity))[:count]
-        return [int(rows[i]) for i in order]
-
-    def top_terms(self, members: Sequence[int], count: int) -> list[str]:
-        if count <= 0 or self.matrix is None or not members:
-            return []
-        weights = np.asarray(self.matrix[np.asarray(members, dtype=np.int64)].sum(axis=0)).ravel()
-        positive = np.flatnonzero(weights > 0)
-        if positive.size == 0:
-            return []
-        order = positive[np.lexsort((positive, -weights[positive]))][:count]
-        return [self.terms[int(i)] for i in order]
-
-    def text(self, members: Sequence[int], snippets: int, terms: int) -> str:
-        parts: list[str] = []
-        chosen = [
-            _snippet(self.documents[i], self.config.snippet_chars) for i in self.central(members, snippets)
-        ]
-        chosen = [text for text in chosen if text]
-        if chosen:
-            parts.append("; ".join(chosen) + ".")
-        words = self.top_terms(members, terms)
-        if words:
-            parts.append("Key terms: " + ", ".join(words) + ".")
-        return " ".join(parts)
-
-    def abstract(self, members: Sequence[int]) -> str:
-        return self.text(members, self.config.abstract_snippets, self.config.abstract_terms)
-
-    def overview(self, members: Sequence[int]) -> str:
-        if not self.config.overview:
-            return ""
-        return self.text(members, self.config.overview_snippets, self.config.overview_terms)
-
-
-# --------------------------------------------------------------------------------------------
 # Builders
 # --------------------------------------------------------------------------------------------
-
-
-def _leaves(
-    documents: Sequence[Document], members: Sequence[int], parent: str, config: HierarchyConfig
-) -> list[ContextNode]:
-    """One leaf per member document, under directory ``parent`` (the leaf's abstract is its
-    snippet)."""
-    return [
-        ContextNode(
-            uri=f"{parent}/{uri_segment(documents[i].id)}",
-            level=2,
-            parent_uri=parent,
-            abstract=_snippet(documents[i], config.snippet_chars),
-            doc_id=documents[i].id,
-        )
-        for i in members
-    ]
 
 
 def spherical_kmeans(vectors: npt.ArrayLike, k: int, *, seed: int, iterations: int = 25) -> IntArray:
@@ -203,7 +109,7 @@ def kmeans_nodes(
     if not documents:
         raise TreeError("cannot build a tree from an empty corpus")
     order = sorted(range(len(documents)), key=lambda i: documents[i].id)
-    extractor = _Extractor(documents, matrix, config)
+    extractor = Extractor(documents, matrix, config)
     nodes: list[ContextNode] = []
 
     def directory(uri: str, parent: str | None, members: list[int], path: tuple[int, ...]) -> None:
@@ -218,7 +124,7 @@ def kmeans_nodes(
             )
         )
         if len(members) <= config.max_leaf_size:
-            nodes.extend(_leaves(documents, members, uri, config))
+            nodes.extend(leaf_nodes(documents, members, uri, config))
             return
         k = min(config.branching_factor, math.ceil(len(members) / config.max_leaf_size))
         sequence = np.random.SeedSequence(entropy=config.seed, spawn_key=path)
@@ -322,7 +228,7 @@ def metadata_path_nodes(
     if config.summaries_file is not None:
         summary_path = config.input_files(source_folder)[0]
         summaries = _read_summaries(summary_path, keys)
-    extractor = _Extractor(documents, matrix, config)
+    extractor = Extractor(documents, matrix, config)
     nodes: list[ContextNode] = []
     used = 0
     for path in sorted(members):
@@ -348,7 +254,7 @@ def metadata_path_nodes(
             )
         )
         if len(path) == len(keys):
-            nodes.extend(_leaves(documents, members[path], uri, config))
+            nodes.extend(leaf_nodes(documents, members[path], uri, config))
     if summary_path is not None and used == 0:
         raise TreeError(
             f"no record of {summary_path} matches a directory (path keys {list(keys)}); check the file and keys"
@@ -364,6 +270,7 @@ def embed_directories(
     *,
     directory_vector: str = "abstract",
     info: Mapping[str, Any] | None = None,
+    centroids: Mapping[str, FloatMatrix] | None = None,
 ) -> ContextTree:
     """A :class:`ContextTree` of ``nodes`` with directory records.
 
@@ -371,39 +278,51 @@ def embed_directories(
     error) or the normalised mean of the directory's leaf vectors (``"centroid"``; a directory
     without leaves below it, or whose mean is zero, gets its abstract embedded instead). Level 1:
     the overview (``content``) embedded, for directories that have one. All texts go to the
-    embedder in one call, as documents.
+    embedder in one call, as documents. ``centroids`` (directory URI -> unit vector) gives the
+    centroids already computed by the builder (:mod:`retrievers.builders.kmeans_tree`); a
+    directory missing from it falls back to its abstract, as above.
     """
     if directory_vector not in ("abstract", "centroid"):
         raise TreeError(f"directory_vector must be one of ['abstract', 'centroid'], got {directory_vector!r}")
     tree = ContextTree(nodes, info=info)
     matrix = np.asarray(doc_vectors)
     rows = tree.leaf_rows(row_of)
-    below = tree.subtree_leaves() if directory_vector == "centroid" else []
+    below = tree.subtree_leaves() if directory_vector == "centroid" and centroids is None else []
     record_nodes: list[int] = []
     record_levels: list[int] = []
     texts: list[str] = []
-    centroids: dict[int, FloatMatrix] = {}
-    for i, node in enumerate(tree.nodes):
-        if tree.is_leaf[i]:
-            continue
-        if directory_vector == "centroid" and below[i]:
-            centre = matrix[rows[np.asarray(below[i])]].astype(np.float64).sum(axis=0)
-            norm = float(np.linalg.norm(centre))
-            if norm > 0:
-                centroids[len(record_nodes)] = (centre / norm).astype(np.float32)
+    centroids_at: dict[int, FloatMatrix] = {}
+    abstracts = tree.text_column("abstract")
+    overviews = tree.text_column("content")
+    directories = np.flatnonzero(~tree.is_leaf).tolist()
+    for i in directories:
+        if directory_vector == "centroid" and centroids is not None:
+            given = centroids.get(tree.uris[i])
+            if given is not None:
+                centroids_at[len(record_nodes)] = np.asarray(given, dtype=np.float32)
                 record_nodes.append(i)
                 record_levels.append(0)
                 continue
-        if not node.abstract.strip():
-            raise TreeError(f"directory {node.uri!r} has an empty abstract; it cannot be embedded")
+        elif directory_vector == "centroid" and below[i]:
+            centre = matrix[rows[np.asarray(below[i])]].astype(np.float64).sum(axis=0)
+            norm = float(np.linalg.norm(centre))
+            if norm > 0:
+                centroids_at[len(record_nodes)] = (centre / norm).astype(np.float32)
+                record_nodes.append(i)
+                record_levels.append(0)
+                continue
+        abstract = abstracts[i]
+        if not abstract.strip():
+            raise TreeError(f"directory {tree.uris[i]!r} has an empty abstract; it cannot be embedded")
         record_nodes.append(i)
         record_levels.append(0)
-        texts.append(node.abstract)
-    for i, node in enumerate(tree.nodes):
-        if not tree.is_leaf[i] and node.content.strip():
+        texts.append(abstract)
+    for i in directories:
+        overview = overviews[i]
+        if overview.strip():
             record_nodes.append(i)
             record_levels.append(1)
-            texts.append(node.content)
+            texts.append(overview)
     dim = matrix.shape[1]
     encoded = (
         np.asarray(embedder.encode(texts, kind="document"), dtype=np.float32)
@@ -415,19 +334,15 @@ def embed_directories(
     vectors = np.empty((len(record_nodes), dim), dtype=np.float32)
     next_text = 0
     for position in range(len(record_nodes)):
-        if position in centroids:
-            vectors[position] = centroids[position]
+        if position in centroids_at:
+            vectors[position] = centroids_at[position]
         else:
             vectors[position] = encoded[next_text]
             next_text += 1
     if not np.isfinite(vectors).all():
         raise TreeError("directory vectors contain NaN or infinite values")
-    return ContextTree(
-        tree.nodes,
-        record_nodes=np.asarray(record_nodes, dtype=np.int64),
-        record_levels=np.asarray(record_levels, dtype=np.int64),
-        record_vectors=vectors,
-        info=info,
+    return tree.with_records(
+        np.asarray(record_nodes, dtype=np.int64), np.asarray(record_levels, dtype=np.int64), vectors
     )
 
 
@@ -441,17 +356,27 @@ def build_tree(
 ) -> ContextTree:
     """Build the tree ``config`` asks for over ``documents`` (row i of ``doc_vectors`` is
     document i, as in the store) and embed its directories."""
-    if config.builder == "kmeans":
+    centroids: dict[str, FloatMatrix] | None = None
+    if config.builder == "kmeans" and config.kmeans == "faiss":
+        nodes, centroids = faiss_kmeans_nodes(documents, doc_vectors, config)
+    elif config.builder == "kmeans":
         nodes = kmeans_nodes(documents, doc_vectors, config)
     else:
         nodes = metadata_path_nodes(documents, doc_vectors, config, source_folder=source_folder)
     row_of = {doc.id: row for row, doc in enumerate(documents)}
     info = {
         "builder": config.builder,
+        **({"kmeans": "faiss"} if config.builder == "kmeans" and config.kmeans == "faiss" else {}),
         "n_nodes": len(nodes),
         "n_directories": sum(1 for node in nodes if node.level != 2),
         "max_depth": max(int(node.metadata.get("depth", 0)) for node in nodes if node.level != 2),
     }
     return embed_directories(
-        nodes, embedder, doc_vectors, row_of, directory_vector=config.directory_vector, info=info
+        nodes,
+        embedder,
+        doc_vectors,
+        row_of,
+        directory_vector=config.directory_vector,
+        info=info,
+        centroids=centroids if config.directory_vector == "centroid" else None,
     )

@@ -42,6 +42,12 @@ class HierarchicalParams(RetrieverParams):
         high=1.0,
         doc="leaf score = (1 - w) * cosine + w * BM25 / the query's best BM25 in scope (0 = cosine only)",
     )
+    directory_search: Literal["exact", "ivf"] = param(
+        "exact",
+        doc="global search over directory records: exact (every record) or ivf (faiss inverted file, "
+        "records found rescored exactly; retrievers/hierarchical/directory_index.py)",
+    )
+    directory_nprobe: int = param(16, low=1, high=BIG, doc="directory_search ivf: lists probed per query")
     mode: Literal["quick", "thinking"] = param(
         "thinking", doc="thinking: rerank when a reranker is set; quick: vector scores only"
     )
@@ -53,6 +59,10 @@ class HierarchicalParams(RetrieverParams):
                 "rerank_depth",
                 "does not apply to the hierarchical retriever: its reranker scores the start points and "
                 "the children of each popped directory (mode: thinking); leave it null",
+            )
+        if self.directory_nprobe != 16 and self.directory_search != "ivf":
+            raise self.fail(
+                "directory_nprobe", "is for directory_search: ivf; set it or drop directory_nprobe"
             )
         # one canonical form: the levels as sorted ints (1.0 passes the choices check as 1)
         object.__setattr__(

@@ -69,7 +69,7 @@ class HierarchicalRetriever(KernelRetriever):
                 "(e.g. store=kmeans_tree or store=locomo_tree)"
             )
         self.tree: ContextTree = tree
-        self.index = TreeIndex(self.store, tree)
+        self.index = TreeIndex(self.store, tree, directory_search=self.params.directory_search)
         thinking = self.params.mode == "thinking"
         self.node_reranker = NodeReranker(
             self.index, self.reranker if thinking else None, self.params.rerank_timeout

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.hierarchical.directory_index import DirectoryIVF
 from retrievers.index import ExactVectorIndex
 from retrievers.rerank import rerank_with_fallback
 from retrievers.spans import span
@@ -38,7 +39,7 @@ class TreeIndex:
     """The tree of a store, arranged for scoring: the store row of every leaf, the records of
     every directory and an exact index over the record vectors. Built once per retriever."""
 
-    def __init__(self, store: ContextStore, tree: ContextTree) -> None:
+    def __init__(self, store: ContextStore, tree: ContextTree, *, directory_search: str = "exact") -> None:
         if tree.record_vectors is None or tree.dim != store.dim:
             raise ValueError(f"the store's tree has no directory vectors of dimension {store.dim}")
         self.store = store
@@ -57,6 +58,10 @@ class TreeIndex:
             target[tree.record_nodes[records]] = records
         self.record_vectors = np.asarray(tree.record_vectors)
         self.record_index = ExactVectorIndex(self.record_vectors)
+        #: the approximate index over the records (``directory_search: ivf``), else None
+        self.record_ivf: DirectoryIVF | None = None
+        if directory_search == "ivf" and self.record_vectors.shape[0]:
+            self.record_ivf = DirectoryIVF(self.record_vectors)
         #: position of every directory among the directories (-1 for leaves): a query's
         #: directory scores are an array of that size, its leaf scores a dict (NodeScores)
         directories = np.flatnonzero(~tree.is_leaf)
@@ -64,6 +69,7 @@ class TreeIndex:
         self.directory_position[directories] = np.arange(directories.size)
         self.n_directories = int(directories.size)
         self._texts: dict[int, str] = {}
+        self._record_masks: dict[tuple[int, tuple[int, ...]], tuple[Scope, BoolArray]] = {}
 
     def scope(self, rows: BoolArray | None) -> Scope:
         """Nodes a query may reach: leaves whose row is allowed by ``rows`` (None = all) and
@@ -77,6 +83,16 @@ class TreeIndex:
             below = (tree.depth == depth) & in_scope
             in_scope[tree.parents[below]] = True
         return self._scope(in_scope)
+
+    def record_mask(self, scope: Scope, levels: tuple[int, ...]) -> BoolArray:
+        """Records of directories in ``scope`` at ``levels`` (bool per record), kept per scope."""
+        key = (id(scope), levels)
+        known = self._record_masks.get(key)
+        if known is None or known[0] is not scope:
+            tree = self.tree
+            mask = scope.nodes[tree.record_nodes] & np.isin(tree.record_levels, levels)
+            known = self._record_masks[key] = (scope, mask)
+        return known[1]
 
     def narrowed(self, scope: Scope, context_type: str) -> Scope:
         """``scope`` restricted to the nodes of one context type (memory, resource, skill)."""

@@ -189,7 +189,17 @@ def traverse(
     # 1. Global search.
     lap("global")
     start_nodes: list[int] = []
-    if directory_levels:
+    if directory_levels and index.record_ivf is not None:  # directory_search: ivf
+        mask = index.record_mask(scope, tuple(directory_levels))
+        _, records = index.record_ivf.top(vector, limit, params.directory_nprobe, mask)
+        for record in records.tolist():
+            node = int(tree.record_nodes[record])
+            if node not in start_nodes:
+                start_nodes.append(node)
+        # their scores as under exact search (the best of each one's records); the directories
+        # not found are scored when reached as children
+        index.score_missing(vector, np.asarray(start_nodes, dtype=np.int64), scores)
+    elif directory_levels:
         record_scores = index.record_index.scores(vector)
         index.fill_directory_scores(record_scores, scope.directories, scores)
         mask = in_scope[tree.record_nodes] & np.isin(tree.record_levels, directory_levels)

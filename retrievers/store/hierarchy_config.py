@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from retrievers.params import Params, param
 from retrievers.store.tree_uris import TreeError, context_type_of
@@ -27,7 +27,14 @@ class HierarchyConfig(Params):
     ``overview_snippets``/``overview_terms`` (L1), ``snippet_chars`` (opening characters of a
     document used when it has no title).
 
-    kmeans: ``branching_factor``, ``max_leaf_size``, ``seed``, ``kmeans_iterations``.
+    kmeans: ``branching_factor``, ``max_leaf_size``, ``seed``, ``kmeans_iterations``, and which
+    k-means splits a set: ``kmeans`` = ``numpy`` (the default: float64 spherical k-means over every
+    member, :func:`retrievers.builders.hierarchy.spherical_kmeans`) or ``faiss`` (faiss's spherical
+    k-means trained on at most ``kmeans_sample`` members per centre, then every member assigned to
+    its nearest centre; directory texts and centroids summed bottom-up:
+    :mod:`retrievers.builders.kmeans_tree`). ``faiss`` gives another tree than ``numpy``; the
+    two new keys are left out of :meth:`to_dict` at their defaults, so existing stores keep their
+    content keys.
 
     metadata_path: ``path_keys`` (document metadata keys, outermost first; at least one),
     ``summaries_file`` (JSON lines in the dataset folder; a record holding every path key up to
@@ -50,6 +57,10 @@ class HierarchyConfig(Params):
     max_leaf_size: int = param(32, low=1, high=1_000_000)
     seed: int = param(0, low=0, high=2**32 - 1)
     kmeans_iterations: int = param(25, low=1, high=1000)
+    kmeans: Literal["numpy", "faiss"] = param("numpy", doc="the k-means that splits a set (see above)")
+    kmeans_sample: int = param(
+        256, low=1, high=1_000_000, doc="kmeans faiss: training members per centre (a seeded sample)"
+    )
     path_keys: tuple[str, ...] = param((), non_empty=False, unique=True)
     summaries_file: str | None = param(None, non_empty=True)
     abstract_template: str | None = param(None, non_empty=True)
@@ -70,12 +81,28 @@ class HierarchyConfig(Params):
             raise self.fail("path_keys", "must name at least one metadata key for builder metadata_path")
         if self.builder == "kmeans" and (self.path_keys or self.summaries_file):
             raise self.fail("path_keys", "and summaries_file are for builder metadata_path, not kmeans")
+        if self.kmeans != "numpy" and self.builder != "kmeans":
+            raise self.fail("kmeans", f"is for builder kmeans, not {self.builder}; leave it at 'numpy'")
+        if self.kmeans_sample != 256 and self.kmeans != "faiss":
+            raise self.fail(
+                "kmeans_sample", "is for kmeans faiss; set store.hierarchy.kmeans: faiss or drop it"
+            )
         if self.summaries_file is not None and Path(self.summaries_file).is_absolute():
             raise self.fail(
                 "summaries_file", f"must be relative to the dataset folder, got {self.summaries_file!r}"
             )
         if (self.abstract_template or self.overview_template) and self.summaries_file is None:
             raise self.fail("abstract_template", "and overview_template need store.hierarchy.summaries_file")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As :meth:`Params.to_dict`, without ``kmeans`` and ``kmeans_sample`` at their defaults
+        (a store built before they existed keeps its content key)."""
+        plain = super().to_dict()
+        if self.kmeans == "numpy":
+            plain.pop("kmeans")
+            if self.kmeans_sample == 256:
+                plain.pop("kmeans_sample")
+        return plain
 
     def input_files(self, source_folder: Path | None) -> list[Path]:
         """Files besides the corpus that a build reads (their content belongs in cache keys)."""

@@ -204,6 +204,31 @@ class ContextTree:
         self.info: dict[str, Any] = dict(info or {})
         self._leaf_rows: tuple[Mapping[str, int], IntArray] | None = None
 
+    def with_records(
+        self, record_nodes: npt.ArrayLike, record_levels: npt.ArrayLike, record_vectors: npt.ArrayLike
+    ) -> ContextTree:
+        """This tree with directory records: the same (already validated) columns and structure,
+        shared rather than rebuilt from decoded nodes; the records are checked as in ``__init__``."""
+        tree = object.__new__(ContextTree)
+        arrays = {
+            "level": self._level,
+            "parents": self.parents,
+            "child_ptr": self.child_ptr,
+            "child_index": self.child_index,
+            "depth": self.depth,
+            "context_type": self._context_codes,
+        }
+        tree._set_structure(self._texts, arrays, self.info)
+        tree._set_records(record_nodes, record_levels, record_vectors)
+        return tree
+
+    def text_column(self, name: Literal["abstract", "content"]) -> TextColumn:
+        """Every node's abstract (L0) or overview (``content``, L1), in node order, read without
+        decoding whole nodes."""
+        if name not in ("abstract", "content"):
+            raise TreeError(f"text_column takes 'abstract' or 'content', got {name!r}")
+        return self._texts[name]
+
     # -- records -------------------------------------------------------------------------------
 
     def _set_records(

@@ -1,0 +1,264 @@
+"""The k-means context tree built with faiss (``store.hierarchy.kmeans: faiss``), for big corpora.
+
+The same recursion as :func:`retrievers.builders.hierarchy.kmeans_nodes` (a set of at most
+``max_leaf_size`` documents is one directory of leaves; a larger one is split into
+``min(branching_factor, ceil(size / max_leaf_size))`` clusters, ordered by their smallest
+document id and named ``c0, c1, ...``; a set k-means cannot split is cut into equal runs), with
+three changes that make a million documents cheap:
+
+* **The split** (:func:`faiss_spherical_kmeans`): faiss's spherical k-means (float32, random
+  initial centres drawn with the seed) is trained on a seeded sample of at most ``kmeans_sample``
+  members per centre, then every member goes to its most similar centre (ties: the lower centre),
+  scored in blocks of :data:`BLOCK` rows. Only the sample and one block are copied, never the whole
+  set in float64.
+* **Directory texts** are summed bottom-up: a directory's TF-IDF term weights and vector sum are
+  its children's added up (a leaf directory's from its documents), so each document's row is read
+  once for the terms instead of once per level. The central documents are found against the
+  normalised vector sum, scanning the members in blocks (similarities in float32, compared at
+  1e-6, ties to the lower position, as in the numpy builder).
+* **Centroid directory vectors** are the normalised vector sums above, handed to
+  :func:`~retrievers.builders.hierarchy.embed_directories`, which then does not gather every
+  directory's leaves again.
+
+Deterministic: the seeds come from ``config.seed`` and the directory's path, and faiss runs on one
+OpenMP thread inside the split (a sum's order must not depend on the thread count), so the same
+documents, vectors and settings give the same tree on any machine with the same faiss build.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievers.builders.tree_texts import Extractor, leaf_nodes, snippet
+from retrievers.params import is_int
+from retrievers.store.hierarchy_config import HierarchyConfig
+from retrievers.store.tree_uris import TreeError
+from retrievers.types import ContextNode, Document
+
+__all__ = ["BLOCK", "faiss_kmeans_nodes", "faiss_spherical_kmeans", "one_faiss_thread"]
+
+FloatMatrix = npt.NDArray[np.float32]
+FloatVector = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: rows scored at once when members are assigned to centres or ranked by centrality
+BLOCK = 65_536
+
+
+@contextmanager
+def one_faiss_thread() -> Iterator[None]:
+    """faiss on one OpenMP thread inside the block (restored after)."""
+    import faiss
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+
+def faiss_spherical_kmeans(
+    matrix: npt.ArrayLike,
+    members: npt.ArrayLike,
+    k: int,
+    *,
+    seed: int,
+    iterations: int = 25,
+    sample_per_centre: int = 256,
+) -> IntArray:
+    """Labels in ``[0, k)`` of rows ``members`` of ``matrix`` (unit vectors): faiss's spherical
+    k-means trained on a seeded sample of at most ``k * sample_per_centre`` of them (kept in
+    member order), then each member assigned to its most similar centre (ties: lower index)."""
+    import faiss
+
+    data = np.asarray(matrix)
+    rows = np.asarray(members, dtype=np.int64)
+    m = rows.size
+    if not is_int(k) or not 1 <= k <= m:
+        raise ValueError(f"k must be an integer in [1, {m}], got {k!r}")
+    rng = np.random.default_rng(seed)
+    limit = k * sample_per_centre
+    sample = rows if m <= limit else rows[np.sort(rng.choice(m, size=limit, replace=False))]
+    train = np.ascontiguousarray(data[sample], dtype=np.float32)
+    kmeans = faiss.Kmeans(
+        train.shape[1],
+        k,
+        niter=iterations,
+        seed=int(rng.integers(2**31 - 1)),
+        spherical=True,
+        verbose=False,
+        min_points_per_centroid=1,
+        max_points_per_centroid=max(sample_per_centre, math.ceil(train.shape[0] / k)),
+    )
+    with one_faiss_thread():
+        kmeans.train(train)
+    centres = np.asarray(kmeans.centroids, dtype=np.float32)
+    labels = np.empty(m, dtype=np.int64)
+    for start in range(0, m, BLOCK):
+        block = np.asarray(data[rows[start : start + BLOCK]], dtype=np.float32)
+        labels[start : start + BLOCK] = np.argmax(block @ centres.T, axis=1)
+    return labels
+
+
+@dataclass
+class _Sums:
+    """What a directory's texts and centroid are made of: the sum of its documents' vectors
+    (float64) and of their TF-IDF rows (sparse: sorted term ids and their weights)."""
+
+    vector: FloatVector
+    terms: IntArray
+    weights: FloatVector
+
+
+def _merge_terms(parts: Sequence[tuple[IntArray, FloatVector]]) -> tuple[IntArray, FloatVector]:
+    terms = np.concatenate([part[0] for part in parts])
+    weights = np.concatenate([part[1] for part in parts])
+    unique, inverse = np.unique(terms, return_inverse=True)
+    summed = np.bincount(inverse, weights=weights, minlength=unique.size).astype(np.float64)
+    return unique.astype(np.int64), summed
+
+
+class _SummedTexts:
+    """Extractive abstracts and overviews from a directory's :class:`_Sums` (the texts of
+    :class:`~retrievers.builders.tree_texts.Extractor`, computed bottom-up)."""
+
+    def __init__(self, documents: Sequence[Document], matrix: FloatMatrix, config: HierarchyConfig) -> None:
+        self.extractor = Extractor(documents, matrix, config)
+        self.documents = documents
+        self.matrix = matrix
+        self.config = config
+
+    def leaf_sums(self, members: IntArray) -> _Sums:
+        vector = np.asarray(self.matrix[members], dtype=np.float64).sum(axis=0)
+        tfidf = self.extractor.matrix
+        if tfidf is None:
+            return _Sums(vector, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+        block = tfidf[members]
+        terms, weights = _merge_terms([(block.indices.astype(np.int64), block.data.astype(np.float64))])
+        return _Sums(vector, terms, weights)
+
+    @staticmethod
+    def merged(parts: Sequence[_Sums]) -> _Sums:
+        vector = np.sum([part.vector for part in parts], axis=0)
+        terms, weights = _merge_terms([(part.terms, part.weights) for part in parts])
+        return _Sums(vector, terms, weights)
+
+    def central(self, members: IntArray, sums: _Sums, count: int) -> list[int]:
+        if count <= 0 or members.size == 0:
+            return []
+        centre = sums.vector / members.size
+        norm = float(np.linalg.norm(centre))
+        if norm > 0:
+            centre = centre / norm
+        centre32 = centre.astype(np.float32)
+        similarity = np.empty(members.size, dtype=np.float64)
+        for start in range(0, members.size, BLOCK):
+            block = np.asarray(self.matrix[members[start : start + BLOCK]], dtype=np.float32)
+            similarity[start : start + BLOCK] = block @ centre32
+        similarity = np.round(similarity, 6)
+        if members.size > 4 * count:  # only the best few can be chosen: sort those alone
+            best = np.argpartition(-similarity, count - 1)[:count]
+            cut = similarity[best].min()
+            keep = np.flatnonzero(similarity >= cut)
+        else:
+            keep = np.arange(members.size)
+        order = keep[np.lexsort((members[keep], -similarity[keep]))][:count]
+        return [int(members[i]) for i in order]
+
+    def top_terms(self, sums: _Sums, count: int) -> list[str]:
+        if count <= 0 or sums.terms.size == 0:
+            return []
+        positive = np.flatnonzero(sums.weights > 0)
+        if positive.size > 4 * count:  # only the best few can be chosen: sort those alone
+            best = np.argpartition(-sums.weights[positive], count - 1)[:count]
+            positive = positive[sums.weights[positive] >= sums.weights[positive[best]].min()]
+        order = positive[np.lexsort((sums.terms[positive], -sums.weights[positive]))][:count]
+        return [self.extractor.terms[int(sums.terms[i])] for i in order]
+
+    def text(self, members: IntArray, sums: _Sums, snippets: int, terms: int) -> str:
+        parts: list[str] = []
+        chosen = [
+            snippet(self.documents[i], self.config.snippet_chars)
+            for i in self.central(members, sums, snippets)
+        ]
+        chosen = [text for text in chosen if text]
+        if chosen:
+            parts.append("; ".join(chosen) + ".")
+        words = self.top_terms(sums, terms)
+        if words:
+            parts.append("Key terms: " + ", ".join(words) + ".")
+        return " ".join(parts)
+
+
+def faiss_kmeans_nodes(
+    documents: Sequence[Document], vectors: npt.ArrayLike, config: HierarchyConfig
+) -> tuple[list[ContextNode], dict[str, FloatMatrix]]:
+    """The k-means tree of ``documents`` split by faiss (see the module docstring), and the
+    centroid (normalised mean of its leaf vectors, float32) of every directory by URI."""
+    matrix = np.asarray(vectors)
+    if matrix.ndim != 2 or matrix.shape[0] != len(documents):
+        raise TreeError(f"vectors shape {matrix.shape} does not match {len(documents)} documents")
+    if not documents:
+        raise TreeError("cannot build a tree from an empty corpus")
+    order = np.asarray(sorted(range(len(documents)), key=lambda i: documents[i].id), dtype=np.int64)
+    texts = _SummedTexts(documents, matrix, config)
+    nodes: list[ContextNode | None] = []
+    centroids: dict[str, FloatMatrix] = {}
+
+    def directory(uri: str, parent: str | None, members: IntArray, path: tuple[int, ...]) -> _Sums:
+        slot = len(nodes)
+        nodes.append(None)  # the directory's own node, filled once its children are built
+        if members.size <= config.max_leaf_size:
+            sums = texts.leaf_sums(members)
+            nodes.extend(leaf_nodes(documents, members.tolist(), uri, config))
+        else:
+            k = min(config.branching_factor, math.ceil(members.size / config.max_leaf_size))
+            sequence = np.random.SeedSequence(entropy=config.seed, spawn_key=path)
+            labels = faiss_spherical_kmeans(
+                matrix,
+                members,
+                k,
+                seed=int(sequence.generate_state(1)[0]),
+                iterations=config.kmeans_iterations,
+                sample_per_centre=config.kmeans_sample,
+            )
+            clusters = [members[labels == label] for label in np.unique(labels).tolist()]
+            if len(clusters) < 2:
+                size = math.ceil(members.size / k)
+                clusters = [members[start : start + size] for start in range(0, members.size, size)]
+            clusters.sort(key=lambda cluster: documents[int(cluster[0])].id)  # members are in id order
+            sums = texts.merged(
+                [
+                    directory(f"{uri}/c{index}", uri, cluster, (*path, index))
+                    for index, cluster in enumerate(clusters)
+                ]
+            )
+        nodes[slot] = ContextNode(
+            uri=uri,
+            level=0,
+            parent_uri=parent,
+            abstract=texts.text(members, sums, config.abstract_snippets, config.abstract_terms),
+            content=(
+                texts.text(members, sums, config.overview_snippets, config.overview_terms)
+                if config.overview
+                else ""
+            ),
+            metadata={"n_documents": int(members.size), "depth": len(path)},
+        )
+        norm = float(np.linalg.norm(sums.vector))
+        if norm > 0:
+            centroids[uri] = (sums.vector / norm).astype(np.float32)
+        return sums
+
+    directory(config.root_uri, None, order, ())
+    built = [node for node in nodes if node is not None]
+    if len(built) != len(nodes):  # every slot is filled on the way back up
+        raise TreeError("internal error: a directory of the faiss k-means tree was left unfilled")
+    return built, centroids
