@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import compose_settings
+
 from retrievers.builders import build_store
 from retrievers.store import StoreConfig
 from viking_eval import cli
+from viking_eval.answers.evaluate import gold_answers, recall_values
 from viking_eval.config import ConfigError
 from viking_eval.config.growth_settings import GrowthSettings
 from viking_eval.data import DataError
@@ -31,15 +32,22 @@ from viking_eval.growth import program
 from viking_eval.growth.ingest import StoreRecipe, grow
 from viking_eval.growth.schedule import plan_schedule
 from viking_eval.growth.step import memory_dataset
-from viking_eval.answers.evaluate import gold_answers, recall_values
 from viking_eval.results.run_folder import read_per_query, read_rankings
 from viking_eval.run.experiment import run_experiment
 
 TURNS = {  # conversation -> session -> turns (speaker: text)
     "c1": {
-        1: ["Ann: I adopted a grey cat named Pixel.", "Bob: Lovely, cats are great.", "Ann: Pixel sleeps all day."],
+        1: [
+            "Ann: I adopted a grey cat named Pixel.",
+            "Bob: Lovely, cats are great.",
+            "Ann: Pixel sleeps all day.",
+        ],
         2: ["Bob: I started learning the cello.", "Ann: How are the cello lessons?", "Bob: Hard but fun."],
-        3: ["Ann: We moved to Lisbon in May.", "Bob: Lisbon has great food.", "Ann: Pixel loves the new balcony."],
+        3: [
+            "Ann: We moved to Lisbon in May.",
+            "Bob: Lisbon has great food.",
+            "Ann: Pixel loves the new balcony.",
+        ],
     },
     "c2": {
         1: ["Cy: My sister runs marathons.", "Di: Impressive endurance.", "Cy: She ran Boston last year."],
@@ -92,7 +100,11 @@ def _write_dataset(folder: Path) -> Path:
     queries, qrels = [], ["query-id\tcorpus-id\tscore"]
     for qid, conversation, text, answer, evidence, grade in QUESTIONS:
         queries.append(
-            {"_id": qid, "text": text, "metadata": {"conversation": conversation, "answer": answer, "category_name": "c"}}
+            {
+                "_id": qid,
+                "text": text,
+                "metadata": {"conversation": conversation, "answer": answer, "category_name": "c"},
+            }
         )
         qrels += [f"{qid}\t{_doc_id(conversation, s, t)}\t{grade}" for s, t in evidence]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in corpus))
@@ -111,7 +123,11 @@ def dataset_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _settings(folder: Path, *overrides: str) -> Any:
     # every family of locomo_growth, over the static model (no download), on every question
     return compose_settings(
-        "experiment=locomo_growth", "embedder=static", f"dataset.name={folder}", "dataset.half=all", *overrides
+        "experiment=locomo_growth",
+        "embedder=static",
+        f"dataset.name={folder}",
+        "dataset.half=all",
+        *overrides,
     )
 
 
@@ -147,9 +163,9 @@ def test_schedule_by_id_and_by_time(dataset_folder: Path) -> None:
     first_may = sorted(d for d in dataset.corpus if dataset.corpus[d].metadata["session"] == 1)
     assert list(by_time.steps[0].added) == first_may[:5]
     assert by_time.first_step["qc"] == 3 and by_time.first_step["qa"] == 1
-    with pytest.raises(DataError, match="'speaker'.*growth.order_key"):
+    with pytest.raises(DataError, match=r"'speaker'.*growth\.order_key"):
         plan_schedule(dataset, GrowthSettings(by="metadata", order_key="speaker"))
-    with pytest.raises(ConfigError, match="growth.steps"):
+    with pytest.raises(ConfigError, match=r"growth\.steps"):
         plan_schedule(dataset, GrowthSettings(by="id", steps=99))
 
 
@@ -181,7 +197,9 @@ def grown_run(dataset_folder: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return out, document
 
 
-def test_questions_are_asked_only_once_their_evidence_is_in_memory(grown_run: tuple[Path, dict[str, Any]]) -> None:
+def test_questions_are_asked_only_once_their_evidence_is_in_memory(
+    grown_run: tuple[Path, dict[str, Any]],
+) -> None:
     out, document = grown_run
     assert [record["questions"] for record in document["steps"]] == [
         {"asked": 2, "new": 2}, {"asked": 4, "new": 2}, {"asked": 5, "new": 1}
@@ -194,14 +212,24 @@ def test_questions_are_asked_only_once_their_evidence_is_in_memory(grown_run: tu
     assert document["steps"][0]["memory"] == {"documents": 6, "documents_per_scope": 3.0, "scopes": 2}
     assert document["steps"][2]["memory"] == {"documents": 15, "documents_per_scope": 7.5, "scopes": 2}
     assert all(record["ingest"]["kind"] == "rebuild" for record in document["steps"])
-    for name in ("growth.json", "growth.csv", "growth.md", "growth.html", "growth_R_10.png", "growth_cost.png"):
+    for name in (
+        "growth.json",
+        "growth.csv",
+        "growth.md",
+        "growth.html",
+        "growth_R_10.png",
+        "growth_cost.png",
+    ):
         assert (out / name).is_file(), name
     families = {entry["family"] for entry in document["steps"][-1]["retrievers"].values()}
     assert families == {"bm25", "dense", "hierarchical", "hybrid", "graph", "multi-strategy"}
 
 
 def test_each_step_equals_an_independent_evaluation(
-    dataset_folder: Path, grown_run: tuple[Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    dataset_folder: Path,
+    grown_run: tuple[Path, dict[str, Any]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The normal experiment loop over a fresh store of each step's documents and questions gives
     the same per-query R@10 and nDCG@10; answer recall recomputed from the kept run files."""
@@ -219,15 +247,23 @@ def test_each_step_equals_an_independent_evaluation(
         record = document["steps"][step.number - 1]
         for result in summary.results:
             for metric in ("R@10", "nDCG@10"):
-                assert stored[result.name][metric] == result.per_query[metric], (step.number, result.name, metric)
-                assert record["retrievers"][result.name]["metrics"][metric] == pytest.approx(result.metrics[metric])
+                assert stored[result.name][metric] == result.per_query[metric], (
+                    step.number,
+                    result.name,
+                    metric,
+                )
+                assert record["retrievers"][result.name]["metrics"][metric] == pytest.approx(
+                    result.metrics[metric]
+                )
             ranking = read_rankings(folder, result.name)
             asked = {qid: gold[qid] for qid in memory.queries}
             expected = recall_values(memory, asked, ranking, 10)["answer_recall@10"]
             assert stored[result.name]["answer_recall@10"] == expected
 
 
-def test_resume_skips_finished_steps(dataset_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_skips_finished_steps(
+    dataset_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("VIKING_EVAL_CACHE", str(tmp_path / "cache"))
     overrides = [f"dataset.name={dataset_folder}", "growth.by=metadata", "growth.order_key=session",
                  "growth.steps=null", "dataset.scope_key=conversation"]  # fmt: skip
@@ -261,14 +297,28 @@ def test_resume_skips_finished_steps(dataset_folder: Path, tmp_path: Path, monke
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
-        (["experiment=growth_smoke", "growth.by=bogus"], "error: growth.by: must be one of ['metadata', 'id', 'time'] or null, got 'bogus'"),
-        (["experiment=growth_smoke", "growth.steps=null"], "error: growth.steps: growth.by=id needs the number of steps"),
-        (["experiment=growth_smoke", "embedder=tfidf"], "error: embedder: TfidfEmbedder is fitted on the corpus"),
-        (["experiment=growth_smoke", "fuse.runs=[a.trec,b.trec]"], "error: fuse.runs: makes the command a fusion"),
+        (
+            ["experiment=growth_smoke", "growth.by=bogus"],
+            "error: growth.by: must be one of ['metadata', 'id', 'time'] or null, got 'bogus'",
+        ),
+        (
+            ["experiment=growth_smoke", "growth.steps=null"],
+            "error: growth.steps: growth.by=id needs the number of steps",
+        ),
+        (
+            ["experiment=growth_smoke", "embedder=tfidf"],
+            "error: embedder: TfidfEmbedder is fitted on the corpus",
+        ),
+        (
+            ["experiment=growth_smoke", "fuse.runs=[a.trec,b.trec]"],
+            "error: fuse.runs: makes the command a fusion",
+        ),
         (["-m", "experiment=growth_smoke"], "error: growth.by: a growth run evaluates every step itself"),
     ],
 )
-def test_bad_growth_settings_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], line: str) -> None:
+def test_bad_growth_settings_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
     with pytest.raises(SystemExit) as caught:
         cli.preflight(argv)
     assert caught.value.code == 2

@@ -159,7 +159,9 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
             "evaluate the tuning split and pick a best configuration; to sweep, set benchmark.datasets=null)",
         )
     if multirun and OmegaConf.select(base, "growth.by") is not None:
-        raise ConfigError("growth.by", "a growth run evaluates every step itself: drop -m (or set growth.by=null)")
+        raise ConfigError(
+            "growth.by", "a growth run evaluates every step itself: drop -m (or set growth.by=null)"
+        )
     if not multirun:
         settings = _settings(base, multirun=False)
         if settings.benchmark.datasets:  # every dataset's run composed and located now

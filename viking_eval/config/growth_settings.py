@@ -44,7 +44,9 @@ class GrowthSettings(Params):
         if self.by is None:
             return
         if self.by in ("metadata", "time") and self.order_key is None:
-            raise self.fail("order_key", f"growth.by={self.by} needs the document metadata key that orders them")
+            raise self.fail(
+                "order_key", f"growth.by={self.by} needs the document metadata key that orders them"
+            )
         if self.by == "id" and self.order_key is not None:
             raise self.fail("order_key", "growth.by=id orders documents by id: set growth.order_key=null")
         if self.by in ("id", "time") and self.steps is None:

@@ -19,7 +19,9 @@ def check_growth(settings: Settings) -> None:
     )
     for key, is_set, what in others:
         if is_set:
-            raise ConfigError(key, f"makes the command {what}, and growth.by={settings.growth.by} a growth run: set one")
+            raise ConfigError(
+                key, f"makes the command {what}, and growth.by={settings.growth.by} a growth run: set one"
+            )
     if not settings.backend.is_local:
         raise ConfigError(
             "store.backend",

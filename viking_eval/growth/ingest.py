@@ -94,4 +94,6 @@ def grow(store: ContextStore | None, new_documents: Sequence[Document], recipe: 
     Today a FULL REBUILD (:data:`INGEST_KIND`): every document ``store`` holds and the new ones,
     built into a new store. With incremental stores this becomes ``store.add(new_documents)``."""
     held = [] if store is None else list(store.parent_documents)
-    return build_store([*held, *new_documents], recipe.embedder, recipe.config, source_folder=recipe.source_folder)
+    return build_store(
+        [*held, *new_documents], recipe.embedder, recipe.config, source_folder=recipe.source_folder
+    )

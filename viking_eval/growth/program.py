@@ -29,11 +29,11 @@ from typing import Any
 
 from retrievers.params import ParamError
 from retrievers.store import ContextStore
+from viking_eval.answers.evaluate import check_answer_settings
 from viking_eval.config import Settings
 from viking_eval.config.errors import from_library_error
 from viking_eval.data import BeirDataset
 from viking_eval.data.splits import load_for_phase
-from viking_eval.answers.evaluate import check_answer_settings
 from viking_eval.growth.checks import check_growth
 from viking_eval.growth.ingest import INGEST_KIND, MemoEmbedder, StoreRecipe, embed_up_front, grow
 from viking_eval.growth.report import write_report
@@ -50,7 +50,9 @@ __all__ = ["growth_program", "run_growth"]
 log = logging.getLogger(__name__)
 
 
-def _memory_size(dataset: BeirDataset, schedule: Schedule, number: int, scope_key: str | None) -> dict[str, Any]:
+def _memory_size(
+    dataset: BeirDataset, schedule: Schedule, number: int, scope_key: str | None
+) -> dict[str, Any]:
     """Documents in memory after step ``number``, and their mean number per query scope (the
     memory a question searches when queries are scoped: LoCoMo's conversation)."""
     in_memory = schedule.in_memory(number)
@@ -62,7 +64,9 @@ def _memory_size(dataset: BeirDataset, schedule: Schedule, number: int, scope_ke
             value = str(dataset.corpus[doc_id].metadata.get(scope_key))
             if value in counts:
                 counts[value] += 1
-        size.update(documents_per_scope=statistics.fmean(counts.values()) if counts else None, scopes=len(counts))
+        size.update(
+            documents_per_scope=statistics.fmean(counts.values()) if counts else None, scopes=len(counts)
+        )
     return size
 
 
@@ -92,7 +96,9 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
         settings.store.check_against(dataset.corpus.values(), lambda: inner.dim)
     except ParamError as error:
         raise from_library_error("store", error) from None
-    cached = CachedEmbedder(inner, cache, label=f"{dataset.name} corpus", show_progress=settings.show_progress)
+    cached = CachedEmbedder(
+        inner, cache, label=f"{dataset.name} corpus", show_progress=settings.show_progress
+    )
     memo = MemoEmbedder(inner)  # misses (queries, a tree's abstracts) to the model; callers cache
     hits_before = cache.hits
     up_front = embed_up_front(memo, cached, dataset.corpus.values())
@@ -126,7 +132,9 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
         store = grow(store, [dataset.corpus[doc] for doc in step.added], recipe)
         ingest_seconds = time.perf_counter() - start
         store_step = step.number
-        new = [qid for qid in schedule.asked(step.number, query_order) if schedule.first_step[qid] == step.number]
+        new = [
+            qid for qid in schedule.asked(step.number, query_order) if schedule.first_step[qid] == step.number
+        ]
         start = time.perf_counter()
         results = evaluate_step(settings, memory, store, memo, cache, folder) if memory.queries else []
         info = {
@@ -140,7 +148,13 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
             "eval_seconds": time.perf_counter() - start,
         }
         records.append(write_step(folder, settings, step, memory, new, results, info))
-        log.info("growth step %d/%d (%s): %d questions", step.number, len(schedule.steps), step.label, len(memory.queries))
+        log.info(
+            "growth step %d/%d (%s): %d questions",
+            step.number,
+            len(schedule.steps),
+            step.label,
+            len(memory.queries),
+        )
     document = {
         "dataset": dataset.name,
         "split": dataset.split,

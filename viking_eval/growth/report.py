@@ -30,7 +30,11 @@ CSV_COLUMNS = [
 def _size(record: dict[str, Any]) -> float:
     """The memory size plotted: documents per query scope when queries are scoped, else all."""
     memory = record["memory"]
-    return float(memory["documents_per_scope"] if memory.get("documents_per_scope") is not None else memory["documents"])
+    return float(
+        memory["documents_per_scope"]
+        if memory.get("documents_per_scope") is not None
+        else memory["documents"]
+    )
 
 
 def _size_label(document: dict[str, Any]) -> str:
@@ -53,7 +57,9 @@ def _groups(document: dict[str, Any]) -> list[str]:
     return sorted(found)
 
 
-def _value(record: dict[str, Any], retriever: str, group: str, metric: str) -> tuple[float | None, int | None]:
+def _value(
+    record: dict[str, Any], retriever: str, group: str, metric: str
+) -> tuple[float | None, int | None]:
     entry = record.get("retrievers", {}).get(retriever)
     if entry is None:
         return None, None
@@ -85,19 +91,34 @@ def csv_rows(document: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def rank_changes(document: dict[str, Any], metric: str) -> list[str]:
-    """Each step where the order of the retrievers by ``metric`` (all questions asked; ties by
-    name) differs from the step before: which retriever passed which."""
+def _scored(record: dict[str, Any], metric: str, level: str) -> dict[str, tuple[float, str]]:
+    """Each retriever's value of ``metric`` (all questions asked), or at ``level="family"`` each
+    family's best retriever's: name -> (value, what it is)."""
+    scored: dict[str, tuple[float, str]] = {}
+    for name, entry in record.get("retrievers", {}).items():
+        value = entry["metrics"].get(metric)
+        if value is None:
+            continue
+        if level == "family":
+            family = entry["family"]
+            if family not in scored or value > scored[family][0]:
+                scored[family] = (value, name)
+        else:
+            scored[name] = (value, entry["family"])
+    return scored
+
+
+def rank_changes(document: dict[str, Any], metric: str, level: str = "family") -> list[str]:
+    """Each step where the order by ``metric`` (all questions asked; ties by name) differs from
+    the step before, as who passed whom: families (each by its best retriever) or retrievers."""
     lines: list[str] = []
     previous: list[str] | None = None
     for record in document["steps"]:
-        entries = record.get("retrievers", {})
-        scored = [(name, e["metrics"].get(metric)) for name, e in entries.items() if e["metrics"].get(metric) is not None]
-        order = [name for name, _ in sorted(scored, key=lambda item: (-item[1], item[0]))]
+        scored = _scored(record, metric, level)
+        order = sorted(scored, key=lambda name: (-scored[name][0], name))
         if previous is not None and order != previous:
-            value = dict(scored)
             passes = [
-                f"{a} ({entries[a]['family']}, {value[a]:.3f}) passes {b} ({entries[b]['family']}, {value[b]:.3f})"
+                f"{a} ({scored[a][1]}, {scored[a][0]:.3f}) passes {b} ({scored[b][1]}, {scored[b][0]:.3f})"
                 for a in order
                 for b in order
                 if a in previous and b in previous
@@ -107,6 +128,22 @@ def rank_changes(document: dict[str, Any], metric: str) -> list[str]:
                 lines.append(f"step {record['step']} ({record['label']}): " + "; ".join(passes))
         previous = order if order else previous
     return lines
+
+
+def _family_ranks(document: dict[str, Any], metric: str) -> tuple[list[str], list[list[str]]]:
+    """Per step, each family's rank by its best retriever's ``metric`` (1 = best)."""
+    entries = [e for r in document["steps"] for e in r.get("retrievers", {}).values()]
+    families = list(dict.fromkeys(e["family"] for e in entries))
+    header = ["step", "memory docs", *families]
+    rows = []
+    for record in document["steps"]:
+        scored = _scored(record, metric, "family")
+        if not scored:
+            continue
+        order = sorted(scored, key=lambda name: (-scored[name][0], name))
+        ranks = [str(order.index(f) + 1) if f in scored else "" for f in families]
+        rows.append([str(record["step"]), str(record["memory"]["documents"]), *ranks])
+    return header, rows
 
 
 def _figure(document: dict[str, Any], metric: str, groups: Sequence[str]) -> Figure:
@@ -127,7 +164,9 @@ def _figure(document: dict[str, Any], metric: str, groups: Sequence[str]) -> Fig
                     [x for x, _ in kept], [y for _, y in kept], styles[(number // len(PALETTE)) % len(styles)],
                     color=PALETTE[number % len(PALETTE)], marker="o", markersize=2.5, linewidth=1.2, label=name,
                 )  # fmt: skip
-        axes.set_title("all questions asked" if group == ALL else f"{document.get('group_key')}: {group}", fontsize=10)
+        axes.set_title(
+            "all questions asked" if group == ALL else f"{document.get('group_key')}: {group}", fontsize=10
+        )
         axes.set_xlabel(_size_label(document), fontsize=8)
         axes.set_ylabel(metric, fontsize=9)
         axes.grid(alpha=0.3)
@@ -182,13 +221,17 @@ def _checkpoints(document: dict[str, Any]) -> list[dict[str, Any]]:
     return [asked[round(i * (len(asked) - 1) / 4)] for i in range(5)]
 
 
-def _group_table(document: dict[str, Any], metric: str, groups: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+def _group_table(
+    document: dict[str, Any], metric: str, groups: Sequence[str]
+) -> tuple[list[str], list[list[str]]]:
     points = _checkpoints(document)
     header = ["group", "retriever", "family", *(f"step {r['step']} ({_size(r):.0f} docs)" for r in points)]
     rows = []
     for group in [NEW, *groups]:
         for name in document["retrievers"]:
-            family = next((r["retrievers"][name]["family"] for r in points if name in r.get("retrievers", {})), "")
+            family = next(
+                (r["retrievers"][name]["family"] for r in points if name in r.get("retrievers", {})), ""
+            )
             rows.append([group, name, family, *(_fmt(_value(r, name, group, metric)[0]) for r in points)])
     return header, rows
 
@@ -236,10 +279,21 @@ def _markdown(document: dict[str, Any], metrics: list[str], groups: list[str], p
         header, rows = _group_table(document, metric, groups)
         lines += [f"### {metric} per {document.get('group_key') or 'group'} at five steps", ""]
         lines += [tabulate(rows, headers=header, tablefmt="github", disable_numparse=True), ""]
-    lines += ["## Rank changes", ""]
+    lines += [
+        "## Rank changes",
+        "",
+        "Families, each by its best retriever (all questions asked at the step):",
+        "",
+    ]
     for metric in metrics:
         changes = rank_changes(document, metric)
         lines += [f"{metric}:", "", *(f"- {line}" for line in changes or ["no change of order"]), ""]
+    if metrics:
+        header, rows = _family_ranks(document, metrics[0])
+        lines += [f"Rank of each family by {metrics[0]} (1 = best):", ""]
+        lines += [tabulate(rows, headers=header, tablefmt="github", disable_numparse=True), ""]
+        changes = rank_changes(document, metrics[0], "retriever") or ["no change of order"]
+        lines += [f"Every preset, {metrics[0]}:", "", *(f"- {line}" for line in changes), ""]
     header, rows = _cost_table(document)
     lines += ["## Cost per step", "", "![cost](growth_cost.png)", ""]
     lines += [tabulate(rows, headers=header, tablefmt="github", disable_numparse=True), ""]
@@ -256,7 +310,9 @@ def _uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _html(document: dict[str, Any], environment: dict[str, Any], metrics: list[str], pngs: list[bytes]) -> str:
+def _html(
+    document: dict[str, Any], environment: dict[str, Any], metrics: list[str], pngs: list[bytes]
+) -> str:
     """growth.html; ``pngs``: one plot per metric, then the cost plot."""
     body = [
         f"<header><h1>Growth <span class='sub'>{escape(document['dataset'])}</span></h1>",
@@ -267,9 +323,15 @@ def _html(document: dict[str, Any], environment: dict[str, Any], metrics: list[s
     groups = _groups(document)
     for metric, png in zip(metrics, pngs[: len(metrics)], strict=True):
         body += [f"<section><h2>{escape(metric)}</h2>", figure_html(_uri(png), metric, "")]
-        body += [_html_table(*_step_table(document, metric)), _html_table(*_group_table(document, metric, groups))]
+        body += [
+            _html_table(*_step_table(document, metric)),
+            _html_table(*_group_table(document, metric, groups)),
+        ]
         changes = rank_changes(document, metric) or ["no change of order"]
-        body += ["<h2>Rank changes</h2><ul>" + "".join(f"<li>{escape(c)}</li>" for c in changes) + "</ul></section>"]
+        body += [
+            "<h2>Rank changes of the families</h2><ul>" + "".join(f"<li>{escape(c)}</li>" for c in changes)
+        ]
+        body += ["</ul>", _html_table(*_family_ranks(document, metric)), "</section>"]
     body += ["<section><h2>Cost per step</h2>", figure_html(_uri(pngs[-1]), "cost", "")]
     body += [_html_table(*_cost_table(document)), "</section>"]
     return html_page(f"growth: {document['dataset']}", body)
@@ -290,4 +352,8 @@ def write_report(folder: Path, document: dict[str, Any], environment: dict[str, 
     write_text(folder / "growth.md", _markdown(document, metrics, groups, plots))
     write_text(folder / "growth.html", _html(document, environment, metrics, [*pngs, cost]))
     write_json(folder / "environment.json", environment)
-    write_json(folder / "growth.json", document)
+    changes = {
+        m: {"family": rank_changes(document, m), "retriever": rank_changes(document, m, "retriever")}
+        for m in metrics
+    }
+    write_json(folder / "growth.json", {**document, "rank_changes": changes})

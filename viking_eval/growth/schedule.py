@@ -83,11 +83,15 @@ def _cut(ordered: Sequence[str], n_steps: int, what: str) -> list[list[str]]:
 def _by_metadata(dataset: BeirDataset, key: str, n_steps: int | None) -> list[tuple[str, list[str]]]:
     values = {doc_id: _metadata_value(dataset, doc_id, key) for doc_id in dataset.corpus}
     numeric = all(_is_number(value) for value in values.values())
-    distinct = sorted(set(values.values()), key=float) if numeric else sorted({str(v) for v in values.values()})
+    distinct = (
+        sorted(set(values.values()), key=float) if numeric else sorted({str(v) for v in values.values()})
+    )
     members: dict[Any, list[str]] = {value: [] for value in distinct}
     for doc_id in sorted(values):
         members[values[doc_id] if numeric else str(values[doc_id])].append(doc_id)
-    groups = [[value] for value in distinct] if n_steps is None else _cut(distinct, n_steps, f"values of {key}")
+    groups = (
+        [[value] for value in distinct] if n_steps is None else _cut(distinct, n_steps, f"values of {key}")
+    )
     planned = []
     for group in groups:
         shown = str(group[0]) if len(group) == 1 else f"{group[0]}..{group[-1]}"

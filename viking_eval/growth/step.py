@@ -31,7 +31,7 @@ from viking_eval.run.cache import ArtifactCache, content_key
 from viking_eval.run.evaluate import run_retriever
 from viking_eval.run.resume import algorithm_versions
 
-__all__ = ["FAMILIES", "family_of", "memory_dataset", "read_step", "step_key", "evaluate_step", "write_step"]
+__all__ = ["FAMILIES", "evaluate_step", "family_of", "memory_dataset", "read_step", "step_key", "write_step"]
 
 FAMILIES = {
     "retrievers.baselines.BM25Retriever": "bm25",
@@ -80,7 +80,12 @@ def step_key(settings: Settings, dataset: BeirDataset, memory: BeirDataset, embe
             repr(settings.store.to_dict()),
             repr(sorted(settings.embedder.items())),
             embedder.name,
-            repr([(spec.name, spec.target, spec.params, algorithm_versions(spec)) for spec in settings.retrievers]),
+            repr(
+                [
+                    (spec.name, spec.target, spec.params, algorithm_versions(spec))
+                    for spec in settings.retrievers
+                ]
+            ),
             repr({k: v for k, v in dataclasses.asdict(settings.dataset).items() if k != "download"}),
             repr(
                 (
@@ -103,17 +108,23 @@ def _mean(values: Mapping[str, float], query_ids: Sequence[str]) -> float | None
     return math.fsum(kept) / len(kept) if kept else None
 
 
-def _retriever_entry(result: RetrieverResult, target: str, metric_names: list[str], new: list[str]) -> dict[str, Any]:
+def _retriever_entry(
+    result: RetrieverResult, target: str, metric_names: list[str], new: list[str]
+) -> dict[str, Any]:
     return {
         "family": family_of(target),
         "target": target,
         "n_queries": result.n_queries,
         "metrics": {name: result.metrics[name] for name in metric_names if name in result.metrics},
-        "new_metrics": {name: _mean(result.per_query[name], new) for name in metric_names if name in result.per_query},
+        "new_metrics": {
+            name: _mean(result.per_query[name], new) for name in metric_names if name in result.per_query
+        },
         "groups": {
             group: {
                 "n_queries": entry["n_queries"],
-                "metrics": {name: entry["metrics"][name] for name in metric_names if name in entry["metrics"]},
+                "metrics": {
+                    name: entry["metrics"][name] for name in metric_names if name in entry["metrics"]
+                },
             }
             for group, entry in result.groups.items()
         },
@@ -132,7 +143,9 @@ def evaluate_step(
     """Every configured retriever over ``store`` on ``memory``'s questions (answers included when
     ``answers.enabled``); run files go to ``folder/runs/`` (removed unless ``growth.keep_runs``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    results = [run_retriever(settings, spec, memory, store, embedder, cache, folder) for spec in settings.retrievers]
+    results = [
+        run_retriever(settings, spec, memory, store, embedder, cache, folder) for spec in settings.retrievers
+    ]
     if settings.answers.enabled:
         results = answer_results(
             results,
