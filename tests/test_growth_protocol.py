@@ -30,6 +30,7 @@ from viking_eval.data import DataError
 from viking_eval.data.splits import load_for_phase
 from viking_eval.growth import program
 from viking_eval.growth.ingest import StoreRecipe, grow
+from viking_eval.growth.report import rank_changes
 from viking_eval.growth.schedule import plan_schedule
 from viking_eval.growth.step import memory_dataset
 from viking_eval.results.run_folder import read_per_query, read_rankings
@@ -325,3 +326,52 @@ def test_bad_growth_settings_are_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(line), err
+
+
+def test_growth_csv_has_one_row_per_step_retriever_group_and_metric(
+    grown_run: tuple[Path, dict[str, Any]],
+) -> None:
+    out, _ = grown_run
+    lines = (out / "growth.csv").read_text().splitlines()
+    # 3 steps x 10 retrievers x 3 groups ((all), (new), category "c") x 4 metrics
+    assert len(lines) == 1 + 3 * 10 * 3 * 4
+    first = dict(zip(lines[0].split(","), lines[1].split(","), strict=True))
+    assert (first["step"], first["retriever"], first["group"], first["metric"]) == (
+        "1",
+        "bm25",
+        "(all)",
+        "R@10",
+    )
+    assert first["ingest_kind"] == "rebuild"
+
+
+def _record(step: int, values: dict[str, float]) -> dict[str, Any]:
+    families = {"a1": "alpha", "a2": "alpha", "b": "beta", "c": "gamma"}
+    return {
+        "step": step,
+        "label": f"s{step}",
+        "memory": {"documents": 10 * step},
+        "retrievers": {
+            name: {"family": families[name], "metrics": {"R@10": v}} for name, v in values.items()
+        },
+    }
+
+
+def test_rank_changes_name_who_passes_whom() -> None:
+    document = {
+        "steps": [
+            _record(1, {"a1": 0.9, "a2": 0.2, "b": 0.5, "c": 0.1}),
+            _record(2, {"a1": 0.3, "a2": 0.4, "b": 0.5, "c": 0.1}),  # beta passes alpha (best now a2)
+            _record(3, {"a1": 0.3, "a2": 0.4, "b": 0.5, "c": 0.1}),  # no change
+            _record(4, {"a1": 0.3, "a2": 0.2, "b": 0.25, "c": 0.6}),  # gamma passes both, alpha beta
+        ]
+    }
+    assert rank_changes(document, "R@10") == [
+        "step 2 (s2): beta (b, 0.500) passes alpha (a2, 0.400)",
+        "step 4 (s4): gamma (c, 0.600) passes alpha (a1, 0.300); gamma (c, 0.600) passes beta (b, 0.250); "
+        "alpha (a1, 0.300) passes beta (b, 0.250)",
+    ]
+    by_retriever = rank_changes(document, "R@10", "retriever")
+    assert by_retriever[0] == (
+        "step 2 (s2): b (beta, 0.500) passes a1 (alpha, 0.300); a2 (alpha, 0.400) passes a1 (alpha, 0.300)"
+    )
