@@ -146,23 +146,40 @@ def _family_ranks(document: dict[str, Any], metric: str) -> tuple[list[str], lis
     return header, rows
 
 
+def _line_looks(document: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Each retriever's colour (its family's) and line style (its place within the family: the
+    first solid, then dashed, dotted, dash-dot)."""
+    families: dict[str, list[str]] = {}
+    for record in document["steps"]:
+        for name, entry in record.get("retrievers", {}).items():
+            members = families.setdefault(entry["family"], [])
+            if name not in members:
+                members.append(name)
+    styles = ["-", "--", ":", "-."]
+    return {
+        name: (PALETTE[number % len(PALETTE)], styles[place % len(styles)])
+        for number, members in enumerate(families.values())
+        for place, name in enumerate(members)
+    }
+
+
 def _figure(document: dict[str, Any], metric: str, groups: Sequence[str]) -> Figure:
     panels = [ALL, *groups]
     columns = min(3, len(panels))
     rows = -(-len(panels) // columns)
     figure = Figure(figsize=(5.2 * columns, 3.6 * rows + 0.8), layout="constrained")
     axes_grid = figure.subplots(rows, columns, squeeze=False)
-    retrievers = document["retrievers"]
-    styles = ["-", "--", ":", "-."]
+    looks = _line_looks(document)
     for index, group in enumerate(panels):
         axes = axes_grid[index // columns][index % columns]
-        for number, name in enumerate(retrievers):
+        for name in document["retrievers"]:
             points = [(_size(r), _value(r, name, group, metric)[0]) for r in document["steps"]]
             kept = [(x, y) for x, y in points if y is not None]
             if kept:
+                color, style = looks[name]
                 axes.plot(
-                    [x for x, _ in kept], [y for _, y in kept], styles[(number // len(PALETTE)) % len(styles)],
-                    color=PALETTE[number % len(PALETTE)], marker="o", markersize=2.5, linewidth=1.2, label=name,
+                    [x for x, _ in kept], [y for _, y in kept], style, color=color, marker="o",
+                    markersize=2.5, linewidth=1.2, label=name,
                 )  # fmt: skip
         axes.set_title(
             "all questions asked" if group == ALL else f"{document.get('group_key')}: {group}", fontsize=10
