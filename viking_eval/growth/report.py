@@ -282,7 +282,8 @@ def _intro(document: dict[str, Any]) -> list[str]:
         f"Embedder **{embedding['name']}**: every document embedded once up front in "
         f"{embedding['up_front_seconds']:.1f} s ({'from the cache' if embedding['from_cache'] else 'encoded now'}).",
         f"Ingest cost per step is a **{document['ingest_kind']}**: the whole store built again from the documents "
-        "so far (incremental stores are not merged yet); embedding is not in it (a lookup).",
+        "so far (incremental stores are not merged yet). Document vectors are looked up (embedded once up front); "
+        "the texts of tree directories that changed are embedded inside the rebuild (its hierarchy part).",
         f"Retrievers: {_families(document)}.",
     ]
 
