@@ -189,7 +189,7 @@ def test_harness_and_store_values_are_typed_before_any_data(override: str, line:
     [
         (
             ["+foo=1"],
-            "foo: unknown key; the top level has: dataset, name, embedder, store, retrievers, run, sweep, gate, benchmark, answers, llm, fuse, cache_dir, show_progress",
+            "foo: unknown key; the top level has: dataset, name, embedder, store, retrievers, run, sweep, gate, benchmark, answers, llm, fuse, growth, cache_dir, show_progress",
         ),
         (
             ["+dataset.colour=red"],

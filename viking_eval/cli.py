@@ -7,6 +7,7 @@
               run      evaluate the configured retrievers (the default)
               benchmark  benchmark.datasets=[...]: every dataset's run, one table (viking_eval/benchmark/run.py)
               fuse       fuse.runs=[...]: run files fused, tuned on one half, reported on the other (viking_eval/fuse/)
+              growth     growth.by=...: the corpus added in steps, every step evaluated (viking_eval/growth/)
               gate     gate.baseline=<file>: run a baseline file's checks (viking_eval/gate/checks.py)
               compare  gate.baseline_run=<folder>: evaluate, then gate against a stored run
 
@@ -157,12 +158,20 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
             "a benchmark runs every dataset itself: drop -m (a multirun is a tuning sweep, whose jobs "
             "evaluate the tuning split and pick a best configuration; to sweep, set benchmark.datasets=null)",
         )
+    if multirun and OmegaConf.select(base, "growth.by") is not None:
+        raise ConfigError(
+            "growth.by", "a growth run evaluates every step itself: drop -m (or set growth.by=null)"
+        )
     if not multirun:
         settings = _settings(base, multirun=False)
         if settings.benchmark.datasets:  # every dataset's run composed and located now
             from viking_eval.benchmark.run import check_benchmark
 
             check_benchmark(settings, [str(line) for line in base.hydra.overrides.task])
+        if settings.growth.by is not None:
+            from viking_eval.growth.checks import check_growth
+
+            check_growth(settings)
         return
     task = [str(line) for line in base.hydra.overrides.task]
     hydra_overrides = [str(line) for line in base.hydra.overrides.hydra]
@@ -352,6 +361,11 @@ def app(cfg: DictConfig) -> Any:
                     settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]
                 )
             )
+        if settings.growth.by is not None:  # quality as the memory grows (viking_eval/growth/program.py)
+            from viking_eval.growth.program import growth_program
+
+            config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+            sys.exit(growth_program(settings, output_dir, config_yaml=config_yaml))
         if settings.fuse.runs is not None:  # a fusion of run files (viking_eval/fuse/program.py)
             from viking_eval.fuse.program import fuse_program
 

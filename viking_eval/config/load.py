@@ -281,6 +281,7 @@ def load_settings(cfg: DictConfig | Mapping[str, Any]) -> Settings:
         answers=top.answers,
         llm=top.llm,
         fuse=top.fuse,
+        growth=top.growth,
         backend=check_backend(top.store),
     )
 

@@ -24,6 +24,7 @@ from retrievers.params import ParamError, Params, param
 from retrievers.store import StoreConfig
 from viking_eval.answers.settings import AnswerSettings, LlmSettings
 from viking_eval.config.fuse_settings import FuseSettings
+from viking_eval.config.growth_settings import GrowthSettings
 from viking_eval.measures.metrics import Metric, MetricError, parse_metrics
 from viking_eval.measures.significance import SignificanceSettings
 
@@ -226,6 +227,7 @@ class ConfigFile(Params):
     answers: AnswerSettings = param(factory=AnswerSettings)
     llm: LlmSettings = param(factory=LlmSettings)
     fuse: FuseSettings = param(factory=FuseSettings)
+    growth: GrowthSettings = param(factory=GrowthSettings)
     cache_dir: str | None = param(None, doc="null = VIKING_EVAL_CACHE or ~/.cache/viking_eval")
     show_progress: bool | None = param(None, doc="null = progress bars only on a terminal")
 
@@ -257,5 +259,6 @@ class Settings:
     answers: AnswerSettings = field(default_factory=AnswerSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     fuse: FuseSettings = field(default_factory=FuseSettings)
+    growth: GrowthSettings = field(default_factory=GrowthSettings)
     #: where the store's searches run (store.backend*; not part of the store or its key)
     backend: BackendConfig = field(default_factory=BackendConfig)
