@@ -20,7 +20,8 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,7 @@ def open_storage(
 ) -> optuna.storages.RDBStorage:
     """Optuna's RDBStorage for ``url`` with its heartbeat (a trial whose worker stops beating for
     ``grace_period`` seconds is failed, then run again up to ``retry_killed`` times by Optuna's
-    RetryFailedTrialCallback)."""
+    retry callback, _storage.retry_callback)."""
     import optuna
     import sqlalchemy
 
@@ -114,17 +115,36 @@ def open_storage(
     path = sqlite_path(url) if url.startswith("sqlite") else None
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    callback = optuna.storages.RetryFailedTrialCallback(max_retry=retry_killed) if retry_killed else None
+    callback: dict[str, Any] = {}
+    if retry_killed:  # the callback's keyword was renamed in Optuna 4.9 (failed_trial_callback before)
+        renamed = hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
+        keyword = "heartbeat_stale_trial_callback" if renamed else "failed_trial_callback"
+        callback[keyword] = retry_callback(retry_killed)
     try:
-        return optuna.storages.RDBStorage(
-            url,
-            engine_kwargs=_engine_kwargs(url),
-            heartbeat_interval=heartbeat_interval,
-            grace_period=grace_period,
-            failed_trial_callback=callback,
-        )
+        with warnings.catch_warnings():  # the heartbeat: "experimental" since Optuna 2.9
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=_engine_kwargs(url),
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                **callback,
+            )
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as error:
         raise _refused(url, error) from None
+
+
+def retry_callback(max_retry: int) -> Callable[[optuna.Study, optuna.trial.FrozenTrial], None]:
+    """Optuna's callback that enqueues a failed trial again (same parameters, ``failed_trial``
+    and ``retry_history`` system attributes) at most ``max_retry`` times:
+    RetryHeartbeatStaleTrialCallback (Optuna >= 4.9), RetryFailedTrialCallback before."""
+    import optuna
+
+    with warnings.catch_warnings():  # "experimental" since Optuna 2.8, and still the way to do it
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback"):
+            return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
+        return optuna.storages.RetryFailedTrialCallback(max_retry=max_retry)
 
 
 class StudyLock:

@@ -6,7 +6,7 @@ Every decision below is taken inside the study lock (_storage.StudyLock), so tha
 never count the same free slot:
 
 - **Budget.** ``n_trials`` counts every trial of the study (running, waiting, complete, failed,
-  pruned) except a failed trial that Optuna's RetryFailedTrialCallback has replaced by a retry:
+  pruned) except a failed trial that Optuna's retry callback (_storage.retry_callback) has replaced by a retry:
   the retry takes its place. A worker asks a new trial only while the count is below
   ``n_trials``, so N workers together finish exactly ``n_trials`` trials, each asked once.
 - **Dead workers.** Each trial records its worker (``user_attrs["worker"]``: host and process id)
@@ -15,7 +15,7 @@ never count the same free slot:
   that no longer exists, when it names no worker (left by a process of an earlier version, or a
   trial asked outside the sweeper), or, for workers on other hosts, when its heartbeat is older
   than the grace period (``optuna.storages.fail_stale_trials``). ``retry_killed`` > 0 runs it
-  again (RetryFailedTrialCallback: a waiting copy with the same parameters, asked first).
+  again (a waiting copy with the same parameters, asked first).
 - **Results.** When no trial is left to ask, a worker waits until the study has no running or
   waiting trial (failing dead workers' trials as it goes), then claims the results: the first
   worker to claim, for a given sweep folder and number of finished trials, writes
@@ -33,6 +33,8 @@ import threading
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from hydra_plugins.viking_optuna_sweeper._storage import retry_callback
 
 if TYPE_CHECKING:
     import optuna
@@ -89,9 +91,7 @@ def fail_dead_trials(study: optuna.Study, retry_killed: int) -> list[int]:
         log.warning("trial %d %s; marked FAIL", trial.number, reason)
         failed.append(trial.number)
         if retry_killed:
-            optuna.storages.RetryFailedTrialCallback(max_retry=retry_killed)(
-                study, storage.get_trial(trial._trial_id)
-            )
+            retry_callback(retry_killed)(study, storage.get_trial(trial._trial_id))
     running = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
     with warnings.catch_warnings():  # experimental since Optuna 2.9, and still the way to do it
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
