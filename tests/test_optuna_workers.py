@@ -238,3 +238,20 @@ def test_a_storage_that_cannot_serve_stops_before_any_trial(
     assert len(done.stderr.strip().splitlines()) == 1
     assert not any(path.name.isdigit() for path in tmp_path.iterdir())
     assert not (tmp_path / "optimization_results.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("poll_seconds", 0, "hydra.sweeper.poll_seconds must be a number > 0, got 0"),
+        ("heartbeat_interval", "often", "hydra.sweeper.heartbeat_interval must be a number > 0 or null"),
+        ("retry_killed", -1, "hydra.sweeper.retry_killed must be an integer >= 0, got -1"),
+        ("storage", "redis://h/0", "unknown scheme 'redis'"),
+    ],
+)
+def test_bad_worker_settings_name_the_setting(setting: str, value: object, message: str) -> None:
+    from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
+
+    with pytest.raises(SweeperConfigError, match=message) as raised:
+        OptunaSweeperImpl(objective="bm25.nDCG@10", **{setting: value})
+    assert raised.value.key == f"hydra.sweeper.{setting}"

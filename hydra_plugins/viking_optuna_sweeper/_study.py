@@ -13,8 +13,11 @@ submitit), ``n_jobs`` trials per batch:
 - Job folders are ``<sweep dir>/<trial number>``: a resumed study never overwrites a folder. A
   trial whose folder holds another job (another study sent into the same ``hydra.sweep.dir``)
   stops the command before it is launched: one line, exit 2 (viking_eval.sweep.summary).
-- With a ``storage`` a study resumes: finished trials (complete or failed) count toward
-  ``n_trials`` and are never redone; trials left RUNNING by a killed process are marked FAIL.
+- With a ``storage`` a study resumes, and several workers (the same command run several times,
+  on one machine or several) share it: every trial counts toward ``n_trials`` and none is
+  redone; trials of a killed worker are marked FAIL (and retried with ``retry_killed``); one
+  worker writes the results when no trial is left (_workers.py; the lock: _storage.py).
+- Trial number k is drawn by a sampler seeded with ``seed + k`` (_ask_batch).
 - Before any trial: the settings are checked here (constructor), the search space and the
   config in _checks.py (the search space itself: _space.py); at the end the study's results go
   to ``optimization_results.yaml`` (_results.py).
@@ -54,6 +57,7 @@ from hydra_plugins.viking_optuna_sweeper._workers import (
     CLAIM_ATTR,
     WORKER_ATTR,
     Heartbeat,
+    WorkerSettings,
     claim_results,
     counted_trials,
     fail_dead_trials,
@@ -176,29 +180,11 @@ class OptunaSweeperImpl(Sweeper):
                 )
         self.n_trials = n_trials
         self.n_jobs = n_jobs
-        for name, value in (
-            ("heartbeat_interval", heartbeat_interval),
-            ("grace_period", grace_period),
-            ("retry_killed", retry_killed),
-            ("poll_seconds", poll_seconds),
-        ):
-            wrong = isinstance(value, bool) or not isinstance(value, int | float | None)
-            if wrong or (value is not None and value < (0 if name == "retry_killed" else 0.01)):
-                raise SweeperConfigError(
-                    f"hydra.sweeper.{name} must be a number > 0"
-                    f"{' or 0' if name == 'retry_killed' else ''}"
-                    f"{' or null' if name in ('heartbeat_interval', 'grace_period') else ''}, got {value!r}",
-                    key=f"hydra.sweeper.{name}",
-                )
-        if not isinstance(retry_killed, int) or isinstance(retry_killed, bool):
-            raise SweeperConfigError(
-                f"hydra.sweeper.retry_killed must be an integer >= 0, got {retry_killed!r}",
-                key="hydra.sweeper.retry_killed",
-            )
-        self.heartbeat_interval = None if heartbeat_interval is None else int(heartbeat_interval)
-        self.grace_period = None if grace_period is None else int(grace_period)
-        self.retry_killed = retry_killed
-        self.poll_seconds = float(poll_seconds)
+        workers = WorkerSettings.checked(heartbeat_interval, grace_period, retry_killed, poll_seconds)
+        self.heartbeat_interval = workers.heartbeat_interval
+        self.grace_period = workers.grace_period
+        self.retry_killed = workers.retry_killed
+        self.poll_seconds = workers.poll_seconds
         if storage is not None:
             storage_dialect(storage)  # an unknown scheme stops the study before anything runs
         self.storage = storage
@@ -243,9 +229,6 @@ class OptunaSweeperImpl(Sweeper):
                 f"hydra.sweeper.sampler_kwargs {self.sampler_kwargs} do not fit the {self.sampler_name} sampler: {error}",
                 key="hydra.sweeper.sampler_kwargs",
             ) from error
-
-    def study_name_for(self, config: DictConfig) -> str:
-        return self.study_name or str(config.get("name") or "viking_eval")
 
     def _study(self, name: str) -> optuna.Study:
         """The study (created, or loaded to resume it), the storage opened with its heartbeat.
@@ -314,7 +297,7 @@ class OptunaSweeperImpl(Sweeper):
             raise RuntimeError("OptunaSweeperImpl.sweep() before setup(): Hydra sets the sweeper up first")
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         space, fixed = check_study(self, config, arguments, parser)
-        name = self.study_name_for(config)
+        name = self.study_name or str(config.get("name") or "viking_eval")
         lock = StudyLock(self.storage, name)
         try:
             with lock.held():
@@ -385,14 +368,12 @@ class OptunaSweeperImpl(Sweeper):
             if not saved:  # the first batch: written once its folders are known to be free
                 self._save_multirun(sweep_dir)
                 saved = True
-            with Heartbeat(study._storage, [trial._trial_id for trial in trials], self._beat_interval()):
+            beat = self.heartbeat_interval if self.storage is not None else None
+            with Heartbeat(study._storage, [trial._trial_id for trial in trials], beat):
                 returns.append(self._run_batch(study, trials, overrides))
         if not saved:
             self._save_multirun(sweep_dir)
         return returns
-
-    def _beat_interval(self) -> int | None:
-        return self.heartbeat_interval if self.storage is not None else None
 
     def _save_multirun(self, sweep_dir: Path) -> None:
         from viking_eval import files

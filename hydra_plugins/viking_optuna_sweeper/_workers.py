@@ -32,8 +32,10 @@ import socket
 import threading
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hydra_plugins.viking_optuna_sweeper._errors import SweeperConfigError
 from hydra_plugins.viking_optuna_sweeper._storage import retry_callback
 
 if TYPE_CHECKING:
@@ -43,6 +45,48 @@ log = logging.getLogger(__name__)
 
 WORKER_ATTR = "worker"
 CLAIM_ATTR = "results_claim"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """``hydra.sweeper.heartbeat_interval``, ``grace_period`` (seconds; None: no heartbeat, or
+    Optuna's twice the interval), ``retry_killed`` (retries of a dead worker's trial) and
+    ``poll_seconds`` (between looks at the storage while other workers' last trials run)."""
+
+    heartbeat_interval: int | None
+    grace_period: int | None
+    retry_killed: int
+    poll_seconds: float
+
+    @classmethod
+    def checked(
+        cls, heartbeat_interval: Any, grace_period: Any, retry_killed: Any, poll_seconds: Any
+    ) -> WorkerSettings:
+        """The settings, or a SweeperConfigError naming the one that is not a positive number
+        (``retry_killed``: an integer >= 0; the first two may be null)."""
+        for name, value, nullable in (
+            ("heartbeat_interval", heartbeat_interval, True),
+            ("grace_period", grace_period, True),
+            ("poll_seconds", poll_seconds, False),
+        ):
+            if value is None and nullable:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise SweeperConfigError(
+                    f"hydra.sweeper.{name} must be a number > 0{' or null' if nullable else ''}, got {value!r}",
+                    key=f"hydra.sweeper.{name}",
+                )
+        if isinstance(retry_killed, bool) or not isinstance(retry_killed, int) or retry_killed < 0:
+            raise SweeperConfigError(
+                f"hydra.sweeper.retry_killed must be an integer >= 0, got {retry_killed!r}",
+                key="hydra.sweeper.retry_killed",
+            )
+        return cls(
+            heartbeat_interval=None if heartbeat_interval is None else max(1, round(heartbeat_interval)),
+            grace_period=None if grace_period is None else max(1, round(grace_period)),
+            retry_killed=retry_killed,
+            poll_seconds=float(poll_seconds),
+        )
 
 
 def this_worker() -> str:
