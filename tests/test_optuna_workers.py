@@ -255,3 +255,33 @@ def test_bad_worker_settings_name_the_setting(setting: str, value: object, messa
     with pytest.raises(SweeperConfigError, match=message) as raised:
         OptunaSweeperImpl(objective="bm25.nDCG@10", **{setting: value})
     assert raised.value.key == f"hydra.sweeper.{setting}"
+
+
+def test_grid_trials_asked_by_two_workers_in_turn_take_every_point_once(tmp_path: Path) -> None:
+    """Two sweepers (workers) on one SQLite study ask a 2 x 3 grid two trials at a time, in turn,
+    as a resumed or shared study does: six distinct points. The grid sampler numbers the grid by
+    a shuffle seeded with the seed, so reseeding it per trial would repeat points."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.viking_optuna_sweeper._space import search_space
+    from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
+
+    settings: dict[str, Any] = {
+        "objective": "bm25.nDCG@10",
+        "sampler": "grid",
+        "seed": 3,
+        "n_trials": 6,
+        "n_jobs": 2,
+        "storage": f"sqlite:///{tmp_path / 'grid.db'}",
+        "params": {"store.bm25.k1": "choice(0.6,0.9)", "store.bm25.b": "choice(0.3,0.5,0.75)"},
+    }
+    workers = [OptunaSweeperImpl(**settings), OptunaSweeperImpl(**settings)]
+    space, _ = search_space(workers[0].params, [], OverridesParser.create(), grid=True)
+    studies = [worker._study("grid") for worker in workers]
+    points = []
+    for turn in range(4):
+        worker, study = workers[turn % 2], studies[turn % 2]
+        for trial in worker._ask_batch(study, space):
+            points.append((trial.params["store.bm25.k1"], trial.params["store.bm25.b"]))
+            study.tell(trial, 0.5)
+    assert sorted(points) == sorted((k1, b) for k1 in (0.6, 0.9) for b in (0.3, 0.5, 0.75))

@@ -17,7 +17,7 @@ submitit), ``n_jobs`` trials per batch:
   on one machine or several) share it: every trial counts toward ``n_trials`` and none is
   redone; trials of a killed worker are marked FAIL (and retried with ``retry_killed``); one
   worker writes the results when no trial is left (_workers.py; the lock: _storage.py).
-- Trial number k is drawn by a sampler seeded with ``seed + k`` (_ask_batch).
+- Trial number k is drawn by a sampler seeded with ``seed + k`` (grid: ``seed``; _ask_batch).
 - Before any trial: the settings are checked here (constructor), the search space and the
   config in _checks.py (the search space itself: _space.py); at the end the study's results go
   to ``optimization_results.yaml`` (_results.py).
@@ -266,7 +266,8 @@ class OptunaSweeperImpl(Sweeper):
         """The trials this worker runs next (inside the study lock): waiting trials (retries of
         killed workers' trials) first, then new ones while the study counts fewer than
         ``n_trials`` (_workers.py). Trial number k is drawn by a sampler seeded with seed + k, so
-        the points do not depend on which worker asks, nor on an earlier run of the study."""
+        the points do not depend on which worker asks, nor on an earlier run of the study; the
+        grid sampler keeps its seed (it numbers the grid's points by a shuffle seeded with it)."""
         import optuna
 
         distributions = {param.key: param.distribution for param in space}
@@ -279,7 +280,11 @@ class OptunaSweeperImpl(Sweeper):
                 break
             if not waiting and self.sampler_name == "grid" and unvisited_grid_points(study, space) == 0:
                 break
-            study.sampler = self.make_sampler(space, None if self.seed is None else self.seed + len(trials))
+            # the grid sampler's seed shuffles its grid, whose indices the trials record: it stays
+            seed = (
+                None if self.seed is None else self.seed + (0 if self.sampler_name == "grid" else len(trials))
+            )
+            study.sampler = self.make_sampler(space, seed)
             with warnings.catch_warnings():  # the heartbeat is beaten here (Heartbeat), not by optimize()
                 warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
                 trial = study.ask(fixed_distributions=distributions)
