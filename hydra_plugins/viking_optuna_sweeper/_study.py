@@ -280,11 +280,8 @@ class OptunaSweeperImpl(Sweeper):
                 break
             if not waiting and self.sampler_name == "grid" and unvisited_grid_points(study, space) == 0:
                 break
-            # the grid sampler's seed shuffles its grid, whose indices the trials record: it stays
-            seed = (
-                None if self.seed is None else self.seed + (0 if self.sampler_name == "grid" else len(trials))
-            )
-            study.sampler = self.make_sampler(space, seed)
+            step = 0 if self.sampler_name == "grid" else len(trials)  # the grid's seed numbers its points
+            study.sampler = self.make_sampler(space, None if self.seed is None else self.seed + step)
             with warnings.catch_warnings():  # the heartbeat is beaten here (Heartbeat), not by optimize()
                 warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
                 trial = study.ask(fixed_distributions=distributions)
