@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.viking_optuna_sweeper._errors import SweeperConfigError
 from hydra_plugins.viking_optuna_sweeper._space import SearchParam, search_space
+from hydra_plugins.viking_optuna_sweeper._storage import check_storage
 
 _ABSENT = object()
 
@@ -38,6 +39,9 @@ class StudySettings(Protocol):
     @property
     def objectives(self) -> Sequence[str]: ...
 
+    @property
+    def storage(self) -> str | None: ...
+
     def make_sampler(self, space: list[SearchParam], seed: int | None) -> object: ...
 
 
@@ -47,13 +51,14 @@ def check_study(
     """The study's search space and fixed overrides (:func:`search_space`), checked before any
     trial runs, by the sweeper itself and by the CLI's pre-flight (viking_eval/cli.py): every
     swept key is in ``config``, every objective names one of its retrievers, the sampler_kwargs
-    fit the sampler. A problem is a SweeperConfigError naming the setting (its ``key``)."""
+    fit the sampler, a storage server accepts a connection. A problem is a SweeperConfigError naming the setting (its ``key``)."""
     space, fixed = search_space(sweeper.params, arguments, parser, grid=sweeper.sampler_name == "grid")
     check_swept_keys(config, space)
     check_objective_retrievers(config, sweeper.objectives)
     sweeper.make_sampler(
         space, sweeper.seed
     )  # sampler_kwargs that do not fit fail here, before the study exists
+    check_storage(sweeper.storage)  # a server that refuses: one line naming it, before any trial
     return space, fixed
 
 

@@ -13,8 +13,11 @@ submitit), ``n_jobs`` trials per batch:
 - Job folders are ``<sweep dir>/<trial number>``: a resumed study never overwrites a folder. A
   trial whose folder holds another job (another study sent into the same ``hydra.sweep.dir``)
   stops the command before it is launched: one line, exit 2 (viking_eval.sweep.summary).
-- With a ``storage`` a study resumes: finished trials (complete or failed) count toward
-  ``n_trials`` and are never redone; trials left RUNNING by a killed process are marked FAIL.
+- With a ``storage`` a study resumes, and several workers (the same command run several times,
+  on one machine or several) share it: every trial counts toward ``n_trials`` and none is
+  redone; trials of a killed worker are marked FAIL (and retried with ``retry_killed``); one
+  worker writes the results when no trial is left (_workers.py; the lock: _storage.py).
+- Trial number k is drawn by a sampler seeded with ``seed + k`` (grid: ``seed``; _ask_batch).
 - Before any trial: the settings are checked here (constructor), the search space and the
   config in _checks.py (the search space itself: _space.py); at the end the study's results go
   to ``optimization_results.yaml`` (_results.py).
@@ -28,6 +31,8 @@ study runs.
 from __future__ import annotations
 
 import logging
+import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +52,18 @@ from hydra_plugins.viking_optuna_sweeper._grid import grid_sampler, unvisited_gr
 from hydra_plugins.viking_optuna_sweeper._objectives import objective_values
 from hydra_plugins.viking_optuna_sweeper._results import redacted_storage, results_document
 from hydra_plugins.viking_optuna_sweeper._space import SearchParam, override_value
+from hydra_plugins.viking_optuna_sweeper._storage import StudyLock, open_storage, storage_dialect
+from hydra_plugins.viking_optuna_sweeper._workers import (
+    CLAIM_ATTR,
+    WORKER_ATTR,
+    Heartbeat,
+    WorkerSettings,
+    claim_results,
+    counted_trials,
+    fail_dead_trials,
+    this_worker,
+    unfinished,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -115,6 +132,10 @@ class OptunaSweeperImpl(Sweeper):
         study_name: str | None = None,
         load_if_exists: bool = True,
         params: Mapping[str, Any] | None = None,
+        heartbeat_interval: int | None = 10,
+        grace_period: int | None = None,
+        retry_killed: int = 0,
+        poll_seconds: float = 1.0,
     ) -> None:
         if objective is None:
             raise SweeperConfigError(
@@ -159,6 +180,13 @@ class OptunaSweeperImpl(Sweeper):
                 )
         self.n_trials = n_trials
         self.n_jobs = n_jobs
+        workers = WorkerSettings.checked(heartbeat_interval, grace_period, retry_killed, poll_seconds)
+        self.heartbeat_interval = workers.heartbeat_interval
+        self.grace_period = workers.grace_period
+        self.retry_killed = workers.retry_killed
+        self.poll_seconds = workers.poll_seconds
+        if storage is not None:
+            storage_dialect(storage)  # an unknown scheme stops the study before anything runs
         self.storage = storage
         self.study_name = study_name
         self.load_if_exists = load_if_exists
@@ -202,19 +230,21 @@ class OptunaSweeperImpl(Sweeper):
                 key="hydra.sweeper.sampler_kwargs",
             ) from error
 
-    def _study(self, space: list[SearchParam]) -> optuna.Study:
+    def _study(self, name: str) -> optuna.Study:
+        """The study (created, or loaded to resume it), the storage opened with its heartbeat.
+        Call inside the study lock: several workers may open it at once."""
         import optuna
 
-        name = self.study_name or str(self._config().get("name") or "viking_eval")
-        if self.storage and self.storage.startswith("sqlite:///"):
-            path = self.storage.removeprefix("sqlite:///")
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
         expected = [optuna.study.StudyDirection[item.upper()] for item in self.directions]
+        storage = (
+            None
+            if self.storage is None
+            else open_storage(self.storage, self.heartbeat_interval, self.grace_period, self.retry_killed)
+        )
         try:
             study = optuna.create_study(
-                storage=self.storage,
-                sampler=optuna.samplers.RandomSampler(),  # replaced below, once the trials are known
+                storage=storage,
+                sampler=optuna.samplers.RandomSampler(),  # replaced before each ask (_ask_batch)
                 study_name=name,
                 directions=expected,
                 load_if_exists=self.load_if_exists,
@@ -230,68 +260,105 @@ class OptunaSweeperImpl(Sweeper):
                 f"{[d.name.lower() for d in study.directions]}, not {self.directions}; "
                 "use another hydra.sweeper.study_name"
             )
-        seed = self.seed
-        n_existing = len(study.get_trials(deepcopy=False))
-        if seed is not None and n_existing:
-            # a resumed study: the same seed would draw the first run's points again
-            seed += n_existing
-            log.info(
-                "resuming study %r with %d trials: sampler seed %d + %d",
-                name,
-                n_existing,
-                self.seed,
-                n_existing,
-            )
-        study.sampler = self.make_sampler(space, seed)
-        stale = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        for trial in stale:
-            # left RUNNING by a process that was killed: its job never reported
-            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-            log.warning("trial %d was left running by an earlier process; marked FAIL", trial.number)
         return study
+
+    def _ask_batch(self, study: optuna.Study, space: list[SearchParam]) -> list[optuna.Trial]:
+        """The trials this worker runs next (inside the study lock): waiting trials (retries of
+        killed workers' trials) first, then new ones while the study counts fewer than
+        ``n_trials`` (_workers.py). Trial number k is drawn by a sampler seeded with seed + k, so
+        the points do not depend on which worker asks, nor on an earlier run of the study; the
+        grid sampler keeps its seed (it numbers the grid's points by a shuffle seeded with it)."""
+        import optuna
+
+        distributions = {param.key: param.distribution for param in space}
+        batch: list[optuna.Trial] = []
+        worker = this_worker()
+        for _ in range(self.n_jobs):
+            trials = study.get_trials(deepcopy=False)
+            waiting = any(trial.state == optuna.trial.TrialState.WAITING for trial in trials)
+            if not waiting and counted_trials(trials) >= self.n_trials:
+                break
+            if not waiting and self.sampler_name == "grid" and unvisited_grid_points(study, space) == 0:
+                break
+            step = 0 if self.sampler_name == "grid" else len(trials)  # the grid's seed numbers its points
+            study.sampler = self.make_sampler(space, None if self.seed is None else self.seed + step)
+            with warnings.catch_warnings():  # the heartbeat is beaten here (Heartbeat), not by optimize()
+                warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+                trial = study.ask(fixed_distributions=distributions)
+            trial.set_user_attr(WORKER_ATTR, worker)
+            if self.heartbeat_interval and self.storage is not None:
+                study._storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
+            batch.append(trial)
+        return sorted(batch, key=lambda trial: trial.number)
 
     # -- the loop -------------------------------------------------------------------------------
 
     def sweep(self, arguments: list[str]) -> Any:
-        import optuna
-
         config = self._config()
         if self.hydra_context is None:
             raise RuntimeError("OptunaSweeperImpl.sweep() before setup(): Hydra sets the sweeper up first")
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        grid = self.sampler_name == "grid"
         space, fixed = check_study(self, config, arguments, parser)
-        study = self._study(space)
-        distributions = {param.key: param.distribution for param in space}
-        finished_states = (
-            optuna.trial.TrialState.COMPLETE,
-            optuna.trial.TrialState.FAIL,
-            optuna.trial.TrialState.PRUNED,
-        )
-        n_finished = len(study.get_trials(deepcopy=False, states=finished_states))
-        remaining = max(self.n_trials - n_finished, 0)
-        log.info(
-            "study %r (%s, sampler %s): %d finished trials, %d to run, %d per batch; objective %s (%s)",
-            study.study_name,
-            redacted_storage(self.storage) or "in memory",
-            self.sampler_name,
-            n_finished,
-            remaining,
-            self.n_jobs,
-            self.objectives if len(self.objectives) > 1 else self.objectives[0],
-            self.directions if len(self.directions) > 1 else self.directions[0],
-        )
-        sweep_dir = Path(str(config.hydra.sweep.dir))
+        name = self.study_name or str(config.get("name") or "viking_eval")
+        lock = StudyLock(self.storage, name)
+        try:
+            with lock.held():
+                study = self._study(name)
+                fail_dead_trials(study, self.retry_killed)
+                claim_at_start = study.user_attrs.get(CLAIM_ATTR)
+                n_trials = len(study.get_trials(deepcopy=False))
+            log.info(
+                "study %r (%s, sampler %s): %d trials so far, %d in all, %d per batch; objective %s (%s)",
+                name,
+                redacted_storage(self.storage) or "in memory",
+                self.sampler_name,
+                n_trials,
+                self.n_trials,
+                self.n_jobs,
+                self.objectives if len(self.objectives) > 1 else self.objectives[0],
+                self.directions if len(self.directions) > 1 else self.directions[0],
+            )
+            returns = self._run_study(study, space, fixed, lock)
+            sweep_dir = Path(str(config.hydra.sweep.dir))
+            with lock.held():
+                writer = (
+                    None if self.storage is None else claim_results(study, str(sweep_dir), claim_at_start)
+                )
+            if writer is None:
+                self._write_results(study, sweep_dir)
+            else:
+                from viking_eval.sweep.summary import leave_summary_to
 
+                note = f"study {name!r}: every trial has finished; worker {writer} writes the results in {sweep_dir}"
+                print(note)
+                leave_summary_to(sweep_dir, note)
+        finally:
+            lock.close()
+        return returns
+
+    def _run_study(
+        self, study: optuna.Study, space: list[SearchParam], fixed: list[str], lock: StudyLock
+    ) -> list[Sequence[JobReturn]]:
+        """Ask, launch and tell batches until the study has no trial left to ask, then wait for
+        the trials other workers run (failing those of dead workers; running retries)."""
+        sweep_dir = Path(str(self._config().hydra.sweep.dir))
         returns: list[Sequence[JobReturn]] = []
-        while remaining > 0:
-            batch_size = min(self.n_jobs, remaining)
-            if grid:
-                batch_size = min(batch_size, unvisited_grid_points(study, space))
-                if batch_size == 0:
-                    log.info("every grid point has been run")
+        saved = False
+        waiting_logged = False
+        while True:
+            with lock.held():
+                fail_dead_trials(study, self.retry_killed)
+                trials = self._ask_batch(study, space)
+                left = unfinished(study) if not trials else []
+            if not trials:
+                if not left:
                     break
-            trials = [study.ask(fixed_distributions=distributions) for _ in range(batch_size)]
+                if not waiting_logged:
+                    log.info("waiting for trials %s of other workers to finish", left)
+                    waiting_logged = True
+                time.sleep(self.poll_seconds)
+                continue
+            waiting_logged = False
             overrides = {
                 trial.number: [
                     *fixed,
@@ -300,18 +367,21 @@ class OptunaSweeperImpl(Sweeper):
                 for trial in trials
             }
             self._refuse_folder_clashes(study, trials, overrides)
-            if not returns:  # the first batch: written once its folders are known to be free
+            if not saved:  # the first batch: written once its folders are known to be free
                 self._save_multirun(sweep_dir)
-            returns.append(self._run_batch(study, trials, overrides))
-            remaining -= batch_size
-        if not returns:
+                saved = True
+            beat = self.heartbeat_interval if self.storage is not None else None
+            with Heartbeat(study._storage, [trial._trial_id for trial in trials], beat):
+                returns.append(self._run_batch(study, trials, overrides))
+        if not saved:
             self._save_multirun(sweep_dir)
-        self._write_results(study, sweep_dir)
         return returns
 
     def _save_multirun(self, sweep_dir: Path) -> None:
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self._config(), sweep_dir / "multirun.yaml")
+        from viking_eval import files
+
+        sweep_dir.mkdir(parents=True, exist_ok=True)  # several workers may write it: atomically
+        files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(self._config()))
 
     def _refuse_folder_clashes(
         self, study: optuna.Study, trials: list[optuna.Trial], overrides: Mapping[int, list[str]]
@@ -408,10 +478,13 @@ class OptunaSweeperImpl(Sweeper):
     # -- results ----------------------------------------------------------------------------------
 
     def _write_results(self, study: optuna.Study, sweep_dir: Path) -> Path:
+        from viking_eval import files
+
+        sweep_dir.mkdir(parents=True, exist_ok=True)
         document = results_document(study, self.objectives, self.directions, self.sampler_name, self.storage)
         text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
         path = sweep_dir / "optimization_results.yaml"
-        path.write_text(text, encoding="utf-8")
+        files.write_text(path, text)
         print(f"\noptimization results ({path}):\n{text}")
         return path
 

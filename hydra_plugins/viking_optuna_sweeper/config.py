@@ -32,7 +32,9 @@ class VikingOptunaSweeperConf:
     # trials asked per batch and launched together through the Hydra launcher
     n_jobs: int = 1
 
-    # Optuna storage URL (e.g. sqlite:///reports/optuna.db); null = in memory, no resuming
+    # Optuna storage URL: null = in memory, no resuming; sqlite:///reports/optuna.db (workers on
+    # one machine); postgresql+psycopg://user:password@host:5432/db (workers on several machines).
+    # Workers: the same command run several times with the same storage and study_name
     storage: str | None = None
     # null = the task config's `name`
     study_name: str | None = None
@@ -43,6 +45,16 @@ class VikingOptunaSweeperConf:
     # tag(log, interval(1e-3,1)), choice(a,b,c), range(1,10,2); sweep overrides on the command
     # line (key=a,b,c) join it and replace a key given here
     params: dict[str, Any] | None = None
+
+    # several workers on one storage (docs/tuning.md): each running trial's heartbeat is recorded
+    # every heartbeat_interval seconds (null: none; then only a dead worker of this host is
+    # noticed); a trial whose heartbeat is older than grace_period (null: 2 x heartbeat_interval)
+    # is marked failed, and run again up to retry_killed times (0: skipped, counted as failed)
+    heartbeat_interval: int | None = 10
+    grace_period: int | None = None
+    retry_killed: int = 0
+    # seconds between looks at the storage while other workers' last trials run
+    poll_seconds: float = 1.0
 
 
 ConfigStore.instance().store(

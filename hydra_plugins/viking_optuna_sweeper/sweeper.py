@@ -28,6 +28,10 @@ class VikingOptunaSweeper(Sweeper):
         study_name: str | None = None,
         load_if_exists: bool = True,
         params: Mapping[str, Any] | None = None,
+        heartbeat_interval: int | None = 10,
+        grace_period: int | None = None,
+        retry_killed: int = 0,
+        poll_seconds: float = 1.0,
     ) -> None:
         from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
 
@@ -43,6 +47,10 @@ class VikingOptunaSweeper(Sweeper):
             study_name=study_name,
             load_if_exists=load_if_exists,
             params=params,
+            heartbeat_interval=heartbeat_interval,
+            grace_period=grace_period,
+            retry_killed=retry_killed,
+            poll_seconds=poll_seconds,
         )
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:

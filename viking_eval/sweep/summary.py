@@ -249,6 +249,16 @@ def check_job_folders(config: DictConfig) -> None:
     refuse_clashes(clashes)
 
 
+_LEFT_TO_OTHERS: dict[str, str] = {}
+
+
+def leave_summary_to(sweep_dir: Path, note: str) -> None:
+    """This process leaves ``sweep_dir``'s summary and best.yaml to another process (the Optuna
+    sweeper's workers of one study: the worker that claims the results writes them); ``note``
+    is printed instead when the multirun ends."""
+    _LEFT_TO_OTHERS[str(sweep_dir.resolve())] = note
+
+
 class SweepSummary(Callback):
     """Hydra callback (``hydra.callbacks.sweep_summary``): tags each finished job with the sweep
     command's identity, and writes the sweep summary and best.yaml when the sweep ends.
@@ -280,7 +290,7 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        if not sweep_dir.is_dir():
+        if not sweep_dir.is_dir() or _LEFT_TO_OTHERS.pop(str(sweep_dir.resolve()), None) is not None:
             return
         identity = self.identity or sweep_identity(sweep_command(config))
         ignored = sweep_jobs(sweep_dir, identity).ignored
