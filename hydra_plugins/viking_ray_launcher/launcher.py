@@ -21,7 +21,15 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from viking_eval.run.ray_jobs import RAY_LAUNCHER, RayOptions, check_nodes, connect, gather, ray_options, submit
+from viking_eval.run.ray_jobs import (
+    RAY_LAUNCHER,
+    RayOptions,
+    check_nodes,
+    connect,
+    gather,
+    ray_options,
+    submit,
+)
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,9 @@ def ray_options(launcher: Any) -> RayOptions | None:
     plain = OmegaConf.to_container(launcher.get("ray") or {}, resolve=True)
     node = plain if isinstance(plain, dict) else {}
     init, remote = node.get("init") or {}, node.get("remote") or {}
-    return RayOptions(init={str(k): v for k, v in init.items()}, remote={str(k): v for k, v in remote.items()})
+    return RayOptions(
+        init={str(k): v for k, v in init.items()}, remote={str(k): v for k, v in remote.items()}
+    )
 
 
 def _import_ray() -> Any:
@@ -178,22 +180,43 @@ class Exited:
     code: int
 
 
-def _call(function: Callable[..., Any], cwd: str, env: Mapping[str, str], *args: Any, **kwargs: Any) -> Any:
-    """The task body: ``function(*args, **kwargs)`` in the driver's folder and variables; a
-    ``SystemExit`` comes back as :class:`Exited` (Ray would take it for the worker's death)."""
-    with job_environment(cwd, env):
+def driver_threads() -> int:
+    """The BLAS threads of this process. A task runs with as many: Ray starts its workers with
+    one (``OMP_NUM_THREADS``), and a matrix product's rounding depends on the thread count (a
+    TF-IDF+SVD fit on one thread differs from two in the 7th digit), so a job on Ray would not
+    give the numbers the same job gives on this machine."""
+    from threadpoolctl import threadpool_info
+
+    counts = [
+        int(pool.get("num_threads") or 1) for pool in threadpool_info() if pool.get("user_api") == "blas"
+    ]
+    return max(counts, default=1)
+
+
+def _call(
+    function: Callable[..., Any], cwd: str, env: Mapping[str, str], threads: int, *args: Any, **kwargs: Any
+) -> Any:
+    """The task body: ``function(*args, **kwargs)`` in the driver's folder, variables and BLAS
+    threads; a ``SystemExit`` comes back as :class:`Exited` (Ray would take it for the worker's
+    death)."""
+    import numpy  # noqa: F401  (its BLAS loaded, so that the limit reaches it)
+    from threadpoolctl import threadpool_limits
+
+    with job_environment(cwd, env), threadpool_limits(limits=threads, user_api="blas"):
         try:
             return function(*args, **kwargs)
         except SystemExit as stop:
             return Exited(stop.code if isinstance(stop.code, int) else 1)
 
 
-def submit(ray: Any, remote: Mapping[str, Any], function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def submit(
+    ray: Any, remote: Mapping[str, Any], function: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
     """``function(*args, **kwargs)`` as a Ray task with ``remote``'s options (``num_cpus`` 1 and
     ``max_retries`` 0 unless given); returns its object ref."""
     options = {"num_cpus": 1, "max_retries": 0, **{k: v for k, v in remote.items() if v is not None}}
     task = ray.remote(**options)(_call)
-    return task.remote(function, os.getcwd(), driver_environment(), *args, **kwargs)
+    return task.remote(function, os.getcwd(), driver_environment(), driver_threads(), *args, **kwargs)
 
 
 def gather(ray: Any, refs: Sequence[Any], names: Sequence[str]) -> list[Any]:
@@ -225,7 +248,9 @@ def gather(ray: Any, refs: Sequence[Any], names: Sequence[str]) -> list[Any]:
             results.append(None)
         except ray_errors.RayTaskError as error:
             if "No module named" in str(error):
-                invalid(f"ray: a worker cannot import the project ({_first_line(error)}); install viking-eval[cluster] on every node")
+                invalid(
+                    f"ray: a worker cannot import the project ({_first_line(error)}); install viking-eval[cluster] on every node"
+                )
             raised = raised or error
             results.append(None)
     if lost:
@@ -246,7 +271,11 @@ def gather(ray: Any, refs: Sequence[Any], names: Sequence[str]) -> list[Any]:
     return results
 
 
-def run_all(options: RayOptions, function: Callable[..., Any], calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
+def run_all(
+    options: RayOptions,
+    function: Callable[..., Any],
+    calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]],
+) -> list[Any]:
     """Each ``(name, args, kwargs)`` of ``calls`` as a task of ``function`` on the cluster of
     ``options``; their results in order (see :func:`gather`)."""
     ray = connect(options.init)
