@@ -54,6 +54,7 @@ from viking_eval.data.splits import Phase, check_half_for_sweep
 from viking_eval.exits import EXIT_FAILED, EXIT_OK, debugging, invalid
 from viking_eval.progress import progress_interval, quiet_libraries
 from viking_eval.run.cache import CacheError
+from viking_eval.run.ray_jobs import ray_options
 
 OPTUNA_SWEEPER = "hydra_plugins.viking_optuna_sweeper.sweeper.VikingOptunaSweeper"
 
@@ -349,7 +350,10 @@ def app(cfg: DictConfig) -> Any:
 
             sys.exit(
                 benchmark_program(
-                    settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]
+                    settings,
+                    output_dir,
+                    overrides=[str(line) for line in hydra_cfg.overrides.task],
+                    ray=ray_options(hydra_cfg.launcher),  # hydra/launcher=ray: the datasets as Ray tasks
                 )
             )
         if settings.fuse.runs is not None:  # a fusion of run files (viking_eval/fuse/program.py)

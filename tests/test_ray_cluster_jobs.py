@@ -1,4 +1,4 @@
-"""``hydra/launcher=ray`` on a real two-node Ray cluster started on this machine
+"""Ray (hydra/launcher=ray, embedder.backend=ray) on a real two-node Ray cluster started on this machine
 (tests/ray_cluster.py: one head, one second node, one CPU each, no mocks of Ray): a sweep's job
 folders, sweep.csv and best.yaml are the basic launcher's, a rerun runs only the missing jobs, a
 benchmark gives the same table; no cluster at ``address``, a node without the project and a
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import shared_data_env, smoke_multirun
+from conftest import run_cli, shared_data_env, smoke_multirun
 from ray_cluster import RayCluster, free_port, node_env, start_cluster, start_node
 
 pytest.importorskip("ray", reason="the cluster extra (pip install -e '.[cluster]') is not installed")
@@ -165,15 +165,7 @@ def test_a_node_without_the_project_is_one_line_and_exit_2(
     lone = RayCluster(address=f"127.0.0.1:{port}", processes=[head])
     try:  # the command from another folder: Ray puts the driver's folder on its workers' path
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "viking_eval",
-                "-m",
-                "experiment=smoke",
-                f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            ]
-            + ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={lone.address}"],
+            [sys.executable, "-m", "viking_eval", "-m", "experiment=smoke", f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={lone.address}"],
             cwd=tmp_path,
             env=node_env(),
             capture_output=True,
@@ -238,3 +230,87 @@ def test_a_node_lost_under_a_running_job_is_one_line_and_exit_1(
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: ray: 1 of 2 jobs did not finish") and "job 0 (doomed)" in last, last
     assert "the 1 others finished" in last and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- embedder.backend=ray
+
+
+def _texts(n: int) -> list[str]:
+    """``n`` texts of 3 to 60 words (more than one resumable part when n > RESUME_CHUNK)."""
+    import numpy as np
+
+    words = ["protein", "cell", "cancer", "gene", "the", "of", "study", "results", "binding", "receptor", "dose", "mice", "trial"]
+    rng = np.random.default_rng(7)
+    return [" ".join(rng.choice(words, size=int(rng.integers(3, 60)))) for _ in range(n)]
+
+
+def test_encoding_on_ray_is_bit_identical_to_the_local_encoder_and_resumes_from_its_parts(
+    cluster: RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ray
+
+    from retrievers.embedders import StaticEmbedder, TfidfEmbedder
+    from viking_eval.run.cache import ArtifactCache, clear_memo
+    from viking_eval.run.cached_embedder import RESUME_CHUNK, CachedEmbedder
+    from viking_eval.run.ray_encoder import EncodeBackend
+
+    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+    texts = _texts(RESUME_CHUNK + 700)  # two parts
+    on_ray = EncodeBackend("ray", actors=2)
+    try:
+        for name, embedder in (("static", StaticEmbedder()), ("tfidf", TfidfEmbedder(dim=32).fit(texts))):
+            local = CachedEmbedder(embedder, ArtifactCache(tmp_path / name / "local"))
+            expected = local.encode(texts, kind="document")
+            assert local.parts_encoded == 2
+            clear_memo()
+            remote = CachedEmbedder(embedder, ArtifactCache(tmp_path / name / "ray"), backend=on_ray)
+            vectors = remote.encode(texts, kind="document")
+            assert remote.parts_encoded == 2 and vectors.tobytes() == expected.tobytes(), name
+            # the same entries, under the same content keys, as the local encoder's
+            local_parts = sorted(
+                p.name for p in (tmp_path / name / "local").glob("embeddings/*/*") if p.is_dir()
+            )
+            ray_parts = sorted(p.name for p in (tmp_path / name / "ray").glob("embeddings/*/*") if p.is_dir())
+            assert ray_parts == local_parts and len(ray_parts) == 2
+
+        # a killed encode keeps its finished parts: with one part gone, only that one is encoded
+        entries = sorted(p for p in (tmp_path / "tfidf" / "ray").glob("embeddings/*/*") if p.is_dir())
+        import shutil
+
+        shutil.rmtree(entries[0])
+        clear_memo()
+        resumed = CachedEmbedder(embedder, ArtifactCache(tmp_path / "tfidf" / "ray"), backend=on_ray)
+        assert resumed.encode(texts, kind="document").tobytes() == expected.tobytes()
+        assert (resumed.parts_cached, resumed.parts_encoded) == (1, 1)
+    finally:
+        ray.shutdown()
+
+
+# --------------------------------------------------------------------------- a benchmark's datasets
+
+
+def test_a_benchmark_on_ray_gives_the_table_it_gives_here(
+    cluster: RayCluster, data_env: Path, tmp_path: Path
+) -> None:
+    common = ("experiment=benchmark", "benchmark.datasets=[adi,medline]", "run.latency.n_queries=0")
+    here = run_cli(*common, f"hydra.run.dir={tmp_path / 'here'}", "benchmark.variants={}")
+    assert here.returncode == 0, here.stderr[-3000:]
+    on_ray = run_cli(
+        *common,
+        f"hydra.run.dir={tmp_path / 'ray'}",
+        "benchmark.variants={}",
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={cluster.address}",
+    )
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert "(a Ray task)" in on_ray.stdout
+    table = lambda text: text[text.index("mean over datasets") :].split("\nbenchmark: ")[0]  # noqa: E731
+    assert table(on_ray.stdout) == table(here.stdout)
+    assert (tmp_path / "ray" / "benchmark.csv").read_bytes() == (
+        tmp_path / "here" / "benchmark.csv"
+    ).read_bytes()
+    for folder in ("adi", "medline"):
+        for run_file in ("runs/bm25.trec", "runs/dense.trec", "per_query.csv"):
+            assert (tmp_path / "ray" / folder / run_file).read_bytes() == (
+                tmp_path / "here" / folder / run_file
+            ).read_bytes()
