@@ -6,6 +6,7 @@ processes this module started (Ray's ``--block`` stops its node's processes on S
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -46,10 +47,9 @@ class RayCluster:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-            try:  # anything the node left in the group it was started in (its own session)
+            # anything the node left in the group it was started in (its own session)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def start_node(

@@ -86,7 +86,7 @@ def encode_parts_on_ray(
     call_size: int,
     actors: int | None,
     done: Callable[[int, np.ndarray], None],
-    progress: Callable[[int], None],
+    progress: Callable[[int], Any],
 ) -> int:
     """Encode every part (a list of texts, already in the order they are encoded) in calls of
     ``call_size`` texts on the cluster's actors; ``done(index, vectors)`` is called for each part
@@ -98,18 +98,18 @@ def encode_parts_on_ray(
     from ray import data as ray_data
 
     count, resources = _actors(ray, actors)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"part": index, "call": start // call_size, "texts": json.dumps(texts[start : start + call_size])}
         for index, texts in enumerate(parts)
         for start in range(0, len(texts), call_size)
     ]
     calls = [0] * len(parts)
-    for row in rows:
-        calls[row["part"]] += 1
+    for item in rows:
+        calls[item["part"]] += 1
     dim = embedder.dim
     context = ray_data.DataContext.get_current()
     context.enable_progress_bars = False
-    dataset = ray_data.from_items(rows, override_num_blocks=min(len(rows), 4 * count))
+    dataset: Any = ray_data.from_items(rows, override_num_blocks=min(len(rows), 4 * count))
     encoded = dataset.map_batches(
         EncodeActor,
         fn_constructor_kwargs={

@@ -108,9 +108,9 @@ def connect(init: Mapping[str, Any]) -> Any:
 
 def _probe() -> str:
     """Runs on a node: the project's location there (an import error when it has none)."""
-    import viking_eval
+    from viking_eval import exits
 
-    return str(viking_eval.__file__)
+    return str(exits.__file__)
 
 
 def check_nodes(ray: Any) -> int:
