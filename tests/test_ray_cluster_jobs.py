@@ -165,7 +165,16 @@ def test_a_node_without_the_project_is_one_line_and_exit_2(
     lone = RayCluster(address=f"127.0.0.1:{port}", processes=[head])
     try:  # the command from another folder: Ray puts the driver's folder on its workers' path
         done = subprocess.run(
-            [sys.executable, "-m", "viking_eval", "-m", "experiment=smoke", f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={lone.address}"],
+            [
+                sys.executable,
+                "-m",
+                "viking_eval",
+                "-m",
+                "experiment=smoke",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                "hydra/launcher=ray",
+                f"hydra.launcher.ray.init.address={lone.address}",
+            ],
             cwd=tmp_path,
             env=node_env(),
             capture_output=True,
@@ -239,7 +248,21 @@ def _texts(n: int) -> list[str]:
     """``n`` texts of 3 to 60 words (more than one resumable part when n > RESUME_CHUNK)."""
     import numpy as np
 
-    words = ["protein", "cell", "cancer", "gene", "the", "of", "study", "results", "binding", "receptor", "dose", "mice", "trial"]
+    words = [
+        "protein",
+        "cell",
+        "cancer",
+        "gene",
+        "the",
+        "of",
+        "study",
+        "results",
+        "binding",
+        "receptor",
+        "dose",
+        "mice",
+        "trial",
+    ]
     rng = np.random.default_rng(7)
     return [" ".join(rng.choice(words, size=int(rng.integers(3, 60)))) for _ in range(n)]
 
@@ -314,3 +337,58 @@ def test_a_benchmark_on_ray_gives_the_table_it_gives_here(
             assert (tmp_path / "ray" / folder / run_file).read_bytes() == (
                 tmp_path / "here" / folder / run_file
             ).read_bytes()
+
+
+NO_RAY_SCRIPT = """
+import sys
+from viking_eval.cli import main
+sys.argv = ["viking_eval", "experiment=smoke", "run.latency.n_queries=0", "hydra.run.dir=" + sys.argv[1]]
+try:
+    main()
+finally:
+    print("ray modules:", sorted(name for name in sys.modules if name == "ray" or name.startswith("ray.")))
+"""
+
+
+def test_the_main_command_does_not_import_ray(data_env: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", NO_RAY_SCRIPT, str(tmp_path / "run")],
+        env=node_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ray modules: []" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("embedder.backend=rai", "embedder.backend"), ("embedder.actors=0", "embedder.actors")],
+)
+def test_a_bad_encode_backend_names_its_key(override: str, key: str) -> None:
+    from conftest import smoke_settings
+
+    from viking_eval.config import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        smoke_settings(override)
+    assert raised.value.line().startswith(f"{key}:")
+
+
+def test_the_encode_backend_is_no_part_of_what_the_embedder_is() -> None:
+    from conftest import smoke_settings
+
+    from viking_eval.config.load import without_encode_keys
+
+    local, on_ray = smoke_settings(), smoke_settings("embedder.backend=ray", "embedder.actors=2")
+    assert (on_ray.embedder["backend"], on_ray.embedder["actors"]) == ("ray", 2)
+    assert (
+        without_encode_keys(on_ray.embedder)
+        == without_encode_keys(local.embedder)
+        == {
+            "_target_": "retrievers.embedders.TfidfEmbedder",
+            "dim": 256,
+            "seed": 0,
+        }
+    )
