@@ -392,3 +392,43 @@ def test_the_encode_backend_is_no_part_of_what_the_embedder_is() -> None:
             "seed": 0,
         }
     )
+
+
+GATE_FILE = """
+description: two checks of the Ray test (ADI and CISI, BM25 and TF-IDF dense)
+tolerance: 0.5
+checks:
+- dataset: adi
+  command: python -m viking_eval experiment=ci_regression gate.baseline=null dataset=adi run.latency.n_queries=0
+  metrics:
+    bm25: {nDCG@10: 0.48}
+    dense: {nDCG@10: 0.45}
+- dataset: cisi
+  command: python -m viking_eval experiment=ci_regression gate.baseline=null dataset=cisi run.latency.n_queries=0
+  metrics:
+    bm25: {nDCG@10: 0.3}
+"""
+
+
+def test_the_gate_on_ray_gives_the_verdicts_it_gives_here(
+    cluster: RayCluster, data_env: Path, tmp_path: Path
+) -> None:
+    baseline = tmp_path / "gate.yaml"
+    baseline.write_text(GATE_FILE)
+    common = ("experiment=ci_regression", f"gate.baseline={baseline}")
+    here = run_cli(*common, f"hydra.run.dir={tmp_path / 'here'}")
+    assert here.returncode == 0, here.stderr[-3000:]
+    on_ray = run_cli(
+        *common,
+        f"hydra.run.dir={tmp_path / 'ray'}",
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={cluster.address}",
+    )
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert "gate: 2 checks as Ray tasks" in on_ray.stderr
+    verdicts = lambda folder: (folder / "gate.txt").read_text().replace(str(folder), "<run>")  # noqa: E731
+    assert verdicts(tmp_path / "ray") == verdicts(tmp_path / "here")
+    for check in ("adi", "cisi"):
+        assert (tmp_path / "ray" / check / "per_query.csv").read_bytes() == (
+            tmp_path / "here" / check / "per_query.csv"
+        ).read_bytes()
