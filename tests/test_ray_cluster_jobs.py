@@ -364,7 +364,7 @@ def test_the_main_command_does_not_import_ray(data_env: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("override", "key"),
-    [("embedder.backend=rai", "embedder.backend"), ("embedder.actors=0", "embedder.actors")],
+    [("+embedder.backend=rai", "embedder.backend"), ("+embedder.actors=0", "embedder.actors")],
 )
 def test_a_bad_encode_backend_names_its_key(override: str, key: str) -> None:
     from conftest import smoke_settings
@@ -381,7 +381,7 @@ def test_the_encode_backend_is_no_part_of_what_the_embedder_is() -> None:
 
     from viking_eval.config.load import without_encode_keys
 
-    local, on_ray = smoke_settings(), smoke_settings("embedder.backend=ray", "embedder.actors=2")
+    local, on_ray = smoke_settings(), smoke_settings("+embedder.backend=ray", "+embedder.actors=2")
     assert (on_ray.embedder["backend"], on_ray.embedder["actors"]) == ("ray", 2)
     assert (
         without_encode_keys(on_ray.embedder)
