@@ -55,6 +55,7 @@ from viking_eval.data.splits import Phase, check_half_for_sweep
 from viking_eval.exits import EXIT_FAILED, EXIT_OK, debugging, invalid
 from viking_eval.progress import progress_interval, quiet_libraries
 from viking_eval.run.cache import CacheError
+from viking_eval.run.ray_jobs import RayOptions, ray_options
 
 OPTUNA_SWEEPER = "hydra_plugins.viking_optuna_sweeper.sweeper.VikingOptunaSweeper"
 
@@ -265,7 +266,9 @@ def run_program(
     return summary.objectives()
 
 
-def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str] = ()) -> int:
+def gate_program(
+    settings: Settings, output_dir: Path, *, overrides: Sequence[str] = (), ray: RayOptions | None = None
+) -> int:
     """The regression gate (``gate.baseline=<file>``, ``experiment=ci_regression``): the baseline
     file's checks into ``output_dir``, each with the command line's ``overrides`` applied, one
     verdict per line; returns the exit status (0 pass, 1 a check failed, 2 the file or a check
@@ -273,7 +276,7 @@ def gate_program(settings: Settings, output_dir: Path, *, overrides: Sequence[st
     from viking_eval.gate import commands as gate
     from viking_eval.run.experiment import run_experiment
 
-    return gate.gate_from_settings(settings, output_dir, run_experiment, overrides=overrides)
+    return gate.gate_from_settings(settings, output_dir, run_experiment, overrides=overrides, ray=ray)
 
 
 def compare_program(
@@ -358,7 +361,10 @@ def app(cfg: DictConfig) -> Any:
 
             sys.exit(
                 benchmark_program(
-                    settings, output_dir, overrides=[str(line) for line in hydra_cfg.overrides.task]
+                    settings,
+                    output_dir,
+                    overrides=[str(line) for line in hydra_cfg.overrides.task],
+                    ray=ray_options(hydra_cfg.launcher),  # hydra/launcher=ray: the datasets as Ray tasks
                 )
             )
         if settings.growth.by is not None:  # quality as the memory grows (viking_eval/growth/program.py)
@@ -372,7 +378,9 @@ def app(cfg: DictConfig) -> Any:
             sys.exit(fuse_program(settings, output_dir))
         if settings.gate.baseline is not None:
             overrides = gate_overrides([str(line) for line in hydra_cfg.overrides.task])
-            sys.exit(gate_program(settings, output_dir, overrides=overrides))
+            sys.exit(
+                gate_program(settings, output_dir, overrides=overrides, ray=ray_options(hydra_cfg.launcher))
+            )
         config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         if settings.gate.baseline_run is not None:
             sys.exit(compare_program(settings, output_dir, config_yaml=config_yaml, phase=phase))

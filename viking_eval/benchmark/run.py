@@ -34,6 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
@@ -44,6 +45,8 @@ from viking_eval.config.compose import CONFIG_DIR, compose_config, explain, hydr
 from viking_eval.data import DataError, resolve_dataset
 from viking_eval.results import benchmark_folder, run_folder
 from viking_eval.results.environment import collect_environment
+from viking_eval.results.model import RunSummary
+from viking_eval.run.ray_jobs import RayOptions
 
 __all__ = ["BenchmarkJob", "benchmark_program", "check_benchmark", "plan_jobs"]
 
@@ -184,29 +187,41 @@ def check_benchmark(settings: Settings, task_overrides: Sequence[str]) -> list[B
     return jobs
 
 
-def run_benchmark(settings: Settings, output_dir: Path, task_overrides: Sequence[str]) -> BenchmarkTable:
-    """Run every job into ``output_dir`` and write the table; returns it."""
+def run_benchmark(
+    settings: Settings, output_dir: Path, task_overrides: Sequence[str], *, ray: RayOptions | None = None
+) -> BenchmarkTable:
+    """Run every job into ``output_dir`` and write the table; returns it. ``ray``
+    (``hydra/launcher=ray``): the jobs run at once as Ray tasks (viking_eval/run/ray_jobs.py),
+    each into the run folder it would write here."""
     from viking_eval.run.experiment import run_experiment
 
     started = time.perf_counter()
     output_dir.mkdir(parents=True, exist_ok=True)
     jobs = check_benchmark(settings, task_overrides)
-    runs = []
+    summaries: list[RunSummary] = []
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
     with hydra_session():
         for number, job in enumerate(jobs, start=1):
             job_settings, cfg = _job_settings(job)
             print(
-                f"benchmark [{number}/{len(jobs)}] {job.folder}: {', '.join(s.name for s in job_settings.retrievers)}",
+                f"benchmark [{number}/{len(jobs)}] {job.folder}: {', '.join(s.name for s in job_settings.retrievers)}"
+                + (" (a Ray task)" if ray is not None else ""),
                 flush=True,
             )
-            summary = run_experiment(
-                job_settings,
-                output_dir / job.folder,
-                config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
-                phase="report",
-            )
-            files = run_folder.read_environment(output_dir / job.folder).get("dataset_files") or {}
-            runs.append((job.dataset, job.variant, job.folder, summary, dict(files)))
+            args = (job_settings, output_dir / job.folder)
+            kwargs: dict[str, Any] = {"config_yaml": OmegaConf.to_yaml(cfg, resolve=True), "phase": "report"}
+            if ray is None:
+                summaries.append(run_experiment(*args, **kwargs))
+            else:
+                calls.append((f"benchmark job {job.folder}", args, kwargs))
+    if ray is not None:
+        from viking_eval.run.ray_jobs import run_all
+
+        summaries = run_all(ray, run_experiment, calls)
+    runs = []
+    for job, summary in zip(jobs, summaries, strict=True):
+        files = run_folder.read_environment(output_dir / job.folder).get("dataset_files") or {}
+        runs.append((job.dataset, job.variant, job.folder, summary, dict(files)))
     baseline = settings.run.baseline or settings.retrievers[0].name
     table = build_table(
         settings.name,
@@ -222,7 +237,9 @@ def run_benchmark(settings: Settings, output_dir: Path, task_overrides: Sequence
     return table
 
 
-def benchmark_program(settings: Settings, output_dir: Path, *, overrides: Sequence[str]) -> int:
+def benchmark_program(
+    settings: Settings, output_dir: Path, *, overrides: Sequence[str], ray: RayOptions | None = None
+) -> int:
     """``python -m viking_eval ... benchmark.datasets=[...]``: run, print the primary metric's
     table, return the exit status."""
     from viking_eval.report.benchmark import metric_table
@@ -246,7 +263,7 @@ def benchmark_program(settings: Settings, output_dir: Path, *, overrides: Sequen
         )
         return 2
     try:
-        table = run_benchmark(settings, output_dir, overrides)
+        table = run_benchmark(settings, output_dir, overrides, ray=ray)
     finally:
         lock.release()
     print(f"\n{settings.name}: {table.primary_metric}, {len(table.datasets)} datasets, mean over datasets")

@@ -115,6 +115,18 @@ def bm25_key_error(where: str, key: str) -> ConfigError:
     )
 
 
+#: ``embedder`` keys that choose where a corpus is encoded, not what the vectors are
+#: (viking_eval/run/ray_encoder.py): never given to the embedder's constructor, nor part of any
+#: content or resume key
+ENCODE_KEYS = ("backend", "actors")
+BACKENDS = ("local", "ray")
+
+
+def without_encode_keys(embedder: Mapping[str, Any]) -> dict[str, Any]:
+    """The embedder's own config (what its constructor and the content keys see)."""
+    return {str(key): value for key, value in embedder.items() if key not in ENCODE_KEYS}
+
+
 def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """``embedder``: an embedder class of the registry, keys and types against its constructor,
     then the (lazy, cheap) constructor."""
@@ -124,12 +136,28 @@ def check_embedder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     target, cls = target_class(
         cfg, "embedder", "embedder", "retrievers.embedders.SentenceTransformerEmbedder"
     )
+    own = without_encode_keys(dict(cfg))  # backend, actors: where a corpus is encoded (ray_encoder.py)
     typed = typed_values(
-        cls, {key: value for key, value in cfg.items() if key != "_target_"}, "embedder", init=True
+        cls, {key: value for key, value in own.items() if key != "_target_"}, "embedder", init=True
     )
     values = {"_target_": target, **typed}
     build_object(values, "embedder", "embedder")  # embedders validate in their constructor, load lazily
-    return values
+    return {**values, **_encode_keys(cfg)}
+
+
+def _encode_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``embedder.backend`` (local | ray) and ``embedder.actors`` (null or a count), checked."""
+    backend = cfg.get("backend", "local")
+    if backend not in BACKENDS:
+        raise ConfigError("embedder.backend", f"{backend!r} is not a backend; allowed: {', '.join(BACKENDS)}")
+    actors = cfg.get("actors")
+    if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
+        raise ConfigError(
+            "embedder.actors",
+            f"{actors!r}: give a whole number >= 1, or null (one per GPU, else per CPU slot)",
+        )
+    found = {"backend": backend} if "backend" in cfg else {}
+    return {**found, **({"actors": actors} if "actors" in cfg else {})}
 
 
 #: ``store`` keys that say where searches run (retrievers/backends/config.py), not how the store is built

@@ -60,6 +60,7 @@ from viking_eval.gate.verdicts import (
 )
 from viking_eval.measures.metrics import MetricError, parse_metric
 from viking_eval.results.model import RunExperiment, RunSummary
+from viking_eval.run.ray_jobs import RayOptions
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "conf"
@@ -179,7 +180,12 @@ def _stored_per_query(check: Check, per_query: Path, where: str) -> PerQuery:
 
 
 def run_checks(
-    planned: Sequence[PlannedCheck], output_dir: Path, run: RunExperiment, workers: int | None = None
+    planned: Sequence[PlannedCheck],
+    output_dir: Path,
+    run: RunExperiment,
+    workers: int | None = None,
+    *,
+    ray: RayOptions | None = None,
 ) -> dict[str, RunSummary]:
     """Run every planned check into ``output_dir/<check name>``; returns the summaries by name,
     in the file's order.
@@ -197,6 +203,19 @@ def run_checks(
     ``run_experiment`` (passed in: the gate sits beside the runner, not above it)."""
     count = gate_workers(len(planned)) if workers is None else max(1, min(workers, len(planned)))
     with threadpool_limits(limits=1):
+        if ray is not None:  # hydra/launcher=ray: every check a Ray task, launched at once
+            from viking_eval.run.ray_jobs import run_all
+
+            print(f"gate: {len(planned)} checks as Ray tasks", file=sys.stderr, flush=True)
+            calls = [
+                (
+                    f"check {item.check.name}",
+                    (item.settings, output_dir / item.check.name),
+                    {"config_yaml": item.config_yaml},
+                )
+                for item in planned
+            ]
+            return dict(zip([item.check.name for item in planned], run_all(ray, run, calls), strict=True))
         if count == 1:
             return {
                 item.check.name: _run_here(item, number, len(planned), output_dir, run)
@@ -368,12 +387,18 @@ def resolve_path(path: str | Path) -> Path:
 
 
 def run_gate(
-    baseline_path: str | Path, output_dir: Path, run: RunExperiment, compose: Compose = compose_overrides
+    baseline_path: str | Path,
+    output_dir: Path,
+    run: RunExperiment,
+    compose: Compose = compose_overrides,
+    *,
+    ray: RayOptions | None = None,
 ) -> GateReport:
-    """Validate the baseline file and every check, run the checks, print and write the verdicts."""
+    """Validate the baseline file and every check, run the checks (``ray``: as Ray tasks), print
+    and write the verdicts."""
     baseline = load_baseline(resolve_path(baseline_path))
     planned = plan_checks(baseline, compose)
-    summaries = run_checks(planned, output_dir, run)
+    summaries = run_checks(planned, output_dir, run, ray=ray)
     report = evaluate_baseline(baseline, planned, summaries)
     report.write(output_dir)
     return report

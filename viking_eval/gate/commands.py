@@ -21,10 +21,16 @@ from viking_eval.gate.compare import compare_runs
 from viking_eval.gate.record import record_baseline
 from viking_eval.measures.significance import SignificanceSettings
 from viking_eval.results.model import RunExperiment
+from viking_eval.run.ray_jobs import RayOptions
 
 
 def gate_from_settings(
-    settings: Settings, output_dir: Path, run: RunExperiment, *, overrides: Sequence[str] = ()
+    settings: Settings,
+    output_dir: Path,
+    run: RunExperiment,
+    *,
+    overrides: Sequence[str] = (),
+    ray: RayOptions | None = None,
 ) -> int:
     """``python -m viking_eval ... gate.baseline=<file>``: run the file's checks; exit status.
     ``run``: the runner's ``run_experiment`` (viking_eval/cli.py's ``gate_program`` passes it). ``overrides``:
@@ -39,7 +45,7 @@ def gate_from_settings(
         return compose_overrides([*check_overrides, *extra])
 
     try:
-        report = run_gate(settings.gate.baseline or "", output_dir, run, compose)
+        report = run_gate(settings.gate.baseline or "", output_dir, run, compose, ray=ray)
     except GateError as error:
         print(f"error: gate: {error}", file=sys.stderr)
         return 2

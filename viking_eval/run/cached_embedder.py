@@ -16,6 +16,7 @@ import numpy as np
 from retrievers.types import Embedder, EncodeKind
 from viking_eval.progress import progress_bar, quiet_model_bars, stage
 from viking_eval.run.cache import ArtifactCache, content_key, memo_get, memo_put, texts_key
+from viking_eval.run.ray_encoder import EncodeBackend
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,17 @@ class CachedEmbedder:
     ``embeddings.npy``, :func:`retrievers.builders.build_store`), holding one part at a time."""
 
     def __init__(
-        self, inner: Embedder, cache: ArtifactCache, *, label: str = "", show_progress: bool | None = False
+        self,
+        inner: Embedder,
+        cache: ArtifactCache,
+        *,
+        label: str = "",
+        show_progress: bool | None = False,
+        backend: EncodeBackend | None = None,
     ) -> None:
         self.inner = inner
+        #: where missing parts are encoded (``embedder.backend=ray``: viking_eval/run/ray_encoder.py)
+        self.backend = backend or EncodeBackend()
         self.cache = cache
         self.name = inner.name
         self.label = label
@@ -163,6 +172,9 @@ class CachedEmbedder:
         if done:
             desc += f", {done:,} cached"
         with progress_bar(total=n, desc=desc, unit=unit, show=self.show_progress, initial=done) as bar:
+            if self.backend.on_ray:
+                self._encode_missing_on_ray(texts, kind, missing, out, bar)
+                return
             for rows, key in missing:
                 part_texts = [texts[int(i)] for i in rows]
 
@@ -175,6 +187,41 @@ class CachedEmbedder:
                 folder = self.cache.get_or_build("embeddings", key, build)
                 out[rows] = np.load(folder / "vectors.npy", allow_pickle=False)
                 self.parts_encoded += 1
+
+    def _encode_missing_on_ray(
+        self,
+        texts: Sequence[str],
+        kind: EncodeKind,
+        missing: list[tuple[np.ndarray, str]],
+        out: np.ndarray,
+        bar: Any,
+    ) -> None:
+        """The missing parts on a Ray cluster (viking_eval/run/ray_encoder.py), each saved as its
+        cache entry as soon as its vectors are back: the same entries the local loop writes."""
+        from viking_eval.run.ray_encoder import encode_parts_on_ray
+
+        def save(index: int, vectors: np.ndarray) -> None:
+            rows, key = missing[index]
+            if vectors.shape != (rows.size, self.dim) or not np.isfinite(vectors).all():
+                raise ValueError(f"embedder {self.name} returned bad vectors: shape {vectors.shape}")
+
+            def build(folder: Path) -> None:
+                np.save(folder / "vectors.npy", np.ascontiguousarray(vectors), allow_pickle=False)
+
+            folder = self.cache.get_or_build("embeddings", key, build)
+            out[rows] = np.load(folder / "vectors.npy", allow_pickle=False)
+            self.parts_encoded += 1
+
+        self._load_model()
+        encode_parts_on_ray(
+            self.inner,
+            kind,
+            [[texts[int(i)] for i in rows] for rows, _ in missing],
+            call_size=ENCODE_CHUNK,
+            actors=self.backend.actors,
+            done=save,
+            progress=bar.update,
+        )
 
     def _encode_part(self, texts: list[str], kind: EncodeKind, bar: Any) -> np.ndarray:
         """One part (already longest first): calls of ENCODE_CHUNK texts, on the wrapped
@@ -200,7 +247,22 @@ class CachedEmbedder:
         desc = f"embedding {self.label} ({what})" if self.label else f"embedding {what}"
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # stable: ties keep their order
         with progress_bar(total=len(texts), desc=desc, unit=unit, show=self.show_progress) as bar:
-            vectors = self._encode_part([texts[i] for i in order], kind, bar)
+            if self.backend.on_ray:  # one part of the same calls, on the cluster
+                from viking_eval.run.ray_encoder import encode_parts_on_ray
+
+                found: list[np.ndarray] = []
+                encode_parts_on_ray(
+                    self.inner,
+                    kind,
+                    [[texts[i] for i in order]],
+                    call_size=ENCODE_CHUNK,
+                    actors=self.backend.actors,
+                    done=lambda _, part: found.append(part),
+                    progress=bar.update,
+                )
+                vectors = found[0]
+            else:
+                vectors = self._encode_part([texts[i] for i in order], kind, bar)
         out = np.empty_like(vectors)
         out[np.asarray(order)] = vectors
         return out

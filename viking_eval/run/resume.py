@@ -13,6 +13,7 @@ from typing import Any
 from retrievers.index.ann import code_default_knobs
 from retrievers.types import Embedder
 from viking_eval.config import RetrieverSpec, Settings
+from viking_eval.config.load import without_encode_keys
 from viking_eval.config.registry import resolve
 from viking_eval.data import BeirDataset
 from viking_eval.results.model import ResumeKey
@@ -68,7 +69,7 @@ def resume_key(
             },
             "retriever": {"target": spec.target, "params": spec.params},
             "algorithm": algorithm_versions(spec),
-            "embedder": {"config": settings.embedder, "name": embedder.name},
+            "embedder": {"config": without_encode_keys(settings.embedder), "name": embedder.name},
             "store": {
                 "settings": settings.store.to_dict(),
                 "content_key": store_key,

@@ -18,6 +18,7 @@ from retrievers.store import STORE_FORMAT, ContextStore
 from retrievers.types import Embedder
 from viking_eval.config import Settings
 from viking_eval.config.errors import from_library_error
+from viking_eval.config.load import without_encode_keys
 from viking_eval.config.objects import build_object
 from viking_eval.data import BeirDataset, DataError
 from viking_eval.files import sha256_file
@@ -25,6 +26,7 @@ from viking_eval.progress import library_progress
 from viking_eval.run.ann_quality import describe_index
 from viking_eval.run.cache import ArtifactCache, content_key, memo_get, memo_put
 from viking_eval.run.cached_embedder import CachedEmbedder
+from viking_eval.run.ray_encoder import encode_backend
 
 
 def corpus_key(dataset: BeirDataset) -> str:
@@ -135,6 +137,7 @@ class StoreLoader:
                         self.cache,
                         label=f"{self.dataset.name} corpus",
                         show_progress=self.settings.show_progress,
+                        backend=encode_backend(self.settings.embedder),  # embedder.backend=ray
                     ),
                     self.settings.store,
                     show_progress=library_progress(self.settings.show_progress),
@@ -183,12 +186,11 @@ def embedder_for(
     config and the corpus, so sweep jobs neither refit TF-IDF nor reload a model."""
     if embedder_factory is not None:
         return prepare_embedder(embedder_factory(), dataset)
-    key = content_key(
-        ["embedder", json.dumps(settings.embedder, sort_keys=True, default=str), corpus_key(dataset)]
-    )
+    own = without_encode_keys(settings.embedder)  # embedder.backend/actors: where, not what
+    key = content_key(["embedder", json.dumps(own, sort_keys=True, default=str), corpus_key(dataset)])
     embedder: Embedder | None = memo_get(key)  # an embedder key holds the embedder put below
     if embedder is None:
-        built = build_object(settings.embedder, "embedder", "embedder")  # through the class registry
-        embedder = prepare_embedder(built, dataset, cache, settings.embedder)
+        built = build_object(own, "embedder", "embedder")  # through the class registry
+        embedder = prepare_embedder(built, dataset, cache, own)
         memo_put(key, embedder)
     return embedder

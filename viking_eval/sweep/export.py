@@ -31,7 +31,7 @@ import retrievers
 from retrievers.ranking import pair_key
 from retrievers.tuned import TUNED_FORMAT
 from viking_eval import files
-from viking_eval.config.load import BACKEND_KEYS
+from viking_eval.config.load import BACKEND_KEYS, without_encode_keys
 from viking_eval.results import run_folder, sweep_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +97,8 @@ def tuned_document(run_dir: Path, retriever: str, name: str, best: dict[str, Any
     metrics = run_folder.read_metrics(run_dir)
     environment = run_folder.read_environment(run_dir)
     retriever_cfg = dict(config["retrievers"][retriever])
-    embedder_cfg = dict(config["embedder"])
+    # embedder.backend / actors (where the harness encoded the corpus) are not the embedder's
+    embedder_cfg = without_encode_keys(config["embedder"])
     # where the model runs is the caller's choice (load_tuned refuses a device from a file; the
     # vectors do not depend on it): conf/embedder/minilm.yaml's device is not exported
     embedder_cfg.pop("device", None)
