@@ -222,13 +222,6 @@ class ContextTree:
         tree._set_records(record_nodes, record_levels, record_vectors)
         return tree
 
-    def text_column(self, name: Literal["abstract", "content"]) -> TextColumn:
-        """Every node's abstract (L0) or overview (``content``, L1), in node order, read without
-        decoding whole nodes."""
-        if name not in ("abstract", "content"):
-            raise TreeError(f"text_column takes 'abstract' or 'content', got {name!r}")
-        return self._texts[name]
-
     # -- records -------------------------------------------------------------------------------
 
     def _set_records(
