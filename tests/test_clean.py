@@ -115,3 +115,28 @@ def test_a_finished_run_or_a_sweep_holding_one_is_never_removed(reports: Path) -
 def test_a_missing_folder_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'nowhere'}: not a folder\n"
+
+
+@pytest.mark.parametrize("last_file", [layout.FUSE, layout.GROWTH])
+def test_a_finished_fuse_or_growth_folder_is_kept_and_one_killed_before_its_last_file_is_listed(
+    tmp_path: Path, last_file: str
+) -> None:
+    """A fuse or growth folder has no metrics.json: its last file (fuse.json, growth.json) says
+    it finished. Without that file, idle for longer than --idle-minutes, it is unfinished."""
+    reports = tmp_path / "reports"
+    for name in ("done", "killed"):
+        folder = reports / name
+        (folder / ".hydra").mkdir(parents=True)
+        (folder / layout.CONFIG).write_text("name: x\n", encoding="utf-8")
+        (folder / "steps").mkdir()
+        (folder / "steps" / "step.json").write_text("{}", encoding="utf-8")
+    (reports / "done" / last_file).write_text("{}", encoding="utf-8")
+    _age(reports, 3 * HOUR)
+    found = {item.folder.name: item for item in find_leftovers(reports)}
+    assert set(found) == {"killed"} and found["killed"].kind == "unfinished"
+    assert run_folder.is_finished_output(reports / "done")
+    assert not run_folder.is_finished_run(reports / "done")  # not a run: no metrics to read
+    with pytest.raises(run_folder.RemoveRefused):
+        run_folder.remove_run(reports / "done")
+    run_folder.mark_failed(reports / "done", "a later attempt failed")
+    assert not run_folder.is_finished_output(reports / "done")

@@ -6,14 +6,16 @@ FOLDER (default ``reports``) is searched recursively for run folders (a folder h
 
 - **failed**: ``status.json`` says ``failed`` (every run that failed writes it: ``results/run_folder.mark_failed``),
   or cannot be read; its error line is shown;
-- **unfinished**: no ``status.json`` and not finished (no ``metrics.json``: killed, or refused before
+- **unfinished**: no ``status.json`` and not finished (no ``metrics.json``, ``fuse.json`` or
+  ``growth.json``: killed, or refused before
   it started), with no file written in the last ``--idle-minutes`` (default 60); its log's last line
   is shown.
 
 A run that may still be running is never listed for removal: an unfinished folder with a file
 written in the last ``--idle-minutes``, and a failed folder with a file written after its
 ``status.json`` (run again in the same folder) while that write is recent, are shown as skipped.
-A finished run (``run_folder.is_finished_run``) is never listed, nor a folder holding one (a sweep
+A finished run, fuse or growth run (``run_folder.is_finished_output``: its ``metrics.json``,
+``fuse.json`` or ``growth.json`` written) is never listed, nor a folder holding one (a sweep
 or benchmark folder with finished jobs: its failed jobs are listed one by one); the removal itself
 checks again (``run_folder.remove_run``, the only remover of run folders).
 
@@ -85,7 +87,7 @@ def _last_log_line(folder: Path) -> str:
 def _run_folders(root: Path) -> Iterator[Path]:
     """Run folders under ``root`` (itself included) that are not finished and hold no other run
     folder (a sweep or benchmark folder is searched, not listed), sorted, depth first."""
-    if run_folder.is_finished_run(root):
+    if run_folder.is_finished_output(root):
         return
     if _is_run_folder(root) and not _holds_other_runs(root):
         yield root

@@ -16,6 +16,7 @@ from tabulate import tabulate
 
 from viking_eval.files import write_bytes, write_json, write_text
 from viking_eval.report.html_parts import PALETTE, escape, figure_html, html_page, provenance_meta
+from viking_eval.results import layout
 from viking_eval.results.run_folder import csv_text
 
 __all__ = ["csv_rows", "rank_changes", "write_report"]
@@ -374,4 +375,4 @@ def write_report(folder: Path, document: dict[str, Any], environment: dict[str, 
         m: {"family": rank_changes(document, m), "retriever": rank_changes(document, m, "retriever")}
         for m in metrics
     }
-    write_json(folder / "growth.json", {**document, "rank_changes": changes})
+    write_json(folder / layout.GROWTH, {**document, "rank_changes": changes})

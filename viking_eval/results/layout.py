@@ -25,6 +25,11 @@ REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 STATUS = "status.json"  # only in a run that failed: {"status": "failed", "error": ...}
 GATE_TXT = "gate.txt"
+FUSE = "fuse.json"  # experiment=fuse: its result, written after runs/fused.trec
+GROWTH = "growth.json"  # experiment=*growth*: every step's figures, written last
+FINISHED = (METRICS, FUSE, GROWTH)
+"""The file whose presence (beside config.yaml, without status.json) says a program finished in a
+folder: a run, a fuse or a growth run (each writes it last)."""
 GATE_CSV = "gate.csv"
 SWEEP_TAG = "sweep_job.json"  # a sweep job's folder: which sweep command finished it
 

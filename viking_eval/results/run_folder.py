@@ -79,10 +79,11 @@ def write_run(folder: Path, name: str, run: Mapping[str, Sequence[RetrievalResul
 
 
 def write_fuse_result(folder: Path, result: Mapping[str, Any], run_lines: Sequence[str]) -> None:
-    """What ``experiment=fuse`` writes (viking_eval/fuse/program.py): ``fuse.json`` (the method,
-    the chosen weights and every run's metrics) and the fused run, ``runs/fused.trec``."""
-    files.write_json(folder / "fuse.json", dict(result))
+    """What ``experiment=fuse`` writes (viking_eval/fuse/program.py): the fused run,
+    ``runs/fused.trec``, then ``fuse.json`` (the method, the chosen weights and every run's
+    metrics), whose presence says the fuse finished (:func:`is_finished_output`)."""
     files.write_text(folder / layout.RUNS / "fused.trec", "\n".join(run_lines) + ("\n" if run_lines else ""))
+    files.write_json(folder / layout.FUSE, dict(result))  # last: the fuse is finished
 
 
 def read_rankings(folder: Path, name: str) -> dict[str, list[str]]:
@@ -306,12 +307,25 @@ def read_error(folder: Path) -> str:
     return error if isinstance(error, str) else ""
 
 
+def is_finished_output(folder: Path) -> bool:
+    """A folder where a program finished: a run (:func:`is_finished_run`), a fuse or a growth run
+    (``layout.FINISHED``: its last file and config.yaml written, no status.json)."""
+    if not (folder / layout.CONFIG).is_file():
+        return False
+    if not any((folder / name).is_file() for name in layout.FINISHED):
+        return False
+    try:
+        return read_status(folder) is None
+    except RunFolderError:
+        return False
+
+
 def holds_finished_run(folder: Path) -> bool:
-    """``folder`` is a finished run or holds one anywhere below it (a sweep's job, a benchmark's
-    dataset run, ``best_final/``)."""
-    if is_finished_run(folder):
+    """``folder`` is a finished run, fuse or growth run, or holds one anywhere below it (a sweep's
+    job, a benchmark's dataset run, ``best_final/``)."""
+    if is_finished_output(folder):
         return True
-    return any(is_finished_run(path.parent) for path in folder.rglob(layout.METRICS))
+    return any(is_finished_output(path.parent) for name in layout.FINISHED for path in folder.rglob(name))
 
 
 class RemoveRefused(RunFolderError):
