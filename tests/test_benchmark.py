@@ -147,6 +147,24 @@ def test_a_missing_split_and_a_bad_variant_are_refused_too(data_env: Path) -> No
         check_benchmark(compose_settings(*bad), bad)
 
 
+@pytest.mark.needs_data
+def test_answers_over_a_dataset_without_gold_answers_are_refused_before_any_dataset_runs(
+    data_env: Path,
+) -> None:
+    """answers.enabled: LoCoMo's queries carry answers, ADI's do not; found from the query files
+    before LoCoMo runs (not at ADI's turn, after it)."""
+    with_answers = ["experiment=benchmark", "answers.enabled=true"]
+    fine = [*with_answers, "benchmark.datasets=[locomo]"]
+    assert {job.dataset for job in check_benchmark(compose_settings(*fine), fine)} == {"locomo"}
+    both = [*with_answers, "benchmark.datasets=[locomo,adi]"]
+    with pytest.raises(
+        ConfigError,
+        match=r"answers.enabled: dataset 'adi' \(.*\): no query has a gold answer under 'answer' "
+        r"\(answer metrics need one\): remove it from benchmark.datasets or set answers.enabled=false",
+    ):
+        check_benchmark(compose_settings(*both), both)
+
+
 def test_a_benchmark_is_not_a_sweep(tmp_path: Path) -> None:
     result = run_cli("-m", "experiment=benchmark", f"hydra.sweep.dir={tmp_path / 'sweep'}")
     assert result.returncode == 2

@@ -39,7 +39,7 @@ from viking_eval.answers.text import (
     token_recall,
 )
 from viking_eval.config.errors import ConfigError
-from viking_eval.data import BeirDataset
+from viking_eval.data import BeirDataset, Query
 from viking_eval.measures.corrections import bootstrap_interval
 from viking_eval.measures.significance import SignificanceSettings
 from viking_eval.results.model import RetrieverResult
@@ -53,8 +53,14 @@ NO_GROUP = "(none)"
 def gold_answers(dataset: BeirDataset, key: str) -> dict[str, str]:
     """Each query's normalised gold answer, for the queries that have one (an answer that
     normalises to nothing, such as ``"-"``, counts as none)."""
+    return queries_gold_answers(dataset.queries, key)
+
+
+def queries_gold_answers(queries: Mapping[str, Query], key: str) -> dict[str, str]:
+    """:func:`gold_answers` of a query file's queries (a benchmark checks each dataset's before
+    any runs)."""
     gold = {}
-    for query_id, query in dataset.queries.items():
+    for query_id, query in queries.items():
         text = answer_text(query.metadata.get(key))
         normalised = normalise(text) if text is not None else ""
         if normalised:

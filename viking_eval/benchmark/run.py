@@ -154,6 +154,25 @@ def _locate(job: BenchmarkJob, settings: Settings) -> None:
             "benchmark.datasets",
             f"dataset {job.entry!r} ({folder}) has no qrels for split {split!r}; splits: {', '.join(splits) or 'none'}",
         )
+    if settings.answers.enabled:
+        _check_gold_answers(job, folder, settings.answers.answer_key)
+
+
+def _check_gold_answers(job: BenchmarkJob, folder: Path, key: str) -> None:
+    """With answers.enabled, every dataset must carry gold answers: checked from its query file
+    before any dataset runs (not at its turn, after the others have run)."""
+    from viking_eval.answers.evaluate import queries_gold_answers
+    from viking_eval.data.beir import load_queries
+
+    path = next((p for p in (folder / "queries.jsonl", folder / "queries.jsonl.gz") if p.is_file()), None)
+    if path is None:  # load_beir names the missing file when the job runs
+        return
+    if not queries_gold_answers(load_queries(path), key):
+        raise ConfigError(
+            "answers.enabled",
+            f"dataset {job.entry!r} ({folder}): no query has a gold answer under {key!r} "
+            "(answer metrics need one): remove it from benchmark.datasets or set answers.enabled=false",
+        )
 
 
 def _downloadable(name: str, mode: str) -> bool:
