@@ -28,57 +28,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from backend_cases import FAMILIES, LocalKeywords  # the families and the parity backend the tests use
 from backend_setup import BACKENDS, WRITE_SECONDS, FixedEmbedder, open_all, postgres_url, synthetic_store
 
 from retrievers import (
     BM25Retriever,
     DenseRetriever,
-    GraphRetriever,
-    HierarchicalRetriever,
-    HybridRetriever,
-    MultiStrategyRetriever,
 )
 from retrievers.backends import SearchBackend, attach
 
-FAMILIES: dict[str, tuple[type, dict[str, Any]]] = {
-    "bm25": (BM25Retriever, {}),
-    "dense": (DenseRetriever, {}),
-    "hybrid": (HybridRetriever, {}),
-    "graph": (GraphRetriever, {"seed_keyword_weight": 0.3}),
-    "hierarchical": (HierarchicalRetriever, {}),
-    "multi_strategy": (MultiStrategyRetriever, {}),
-}
 STORE_PARTS = {
     "cisi": {"edges": {"references": {"fields": ["xrefs"]}}},
     "locomo": {
         "edges": {"sequence": {"group_keys": ["conversation", "session"], "order_key": "turn_index"}},
     },
 }
-
-
-class SwappedKeywords(SearchBackend):
-    """``inner``'s vector searches with bm25s's keyword searches (parity of everything else)."""
-
-    def __init__(self, inner: SearchBackend, store: Any) -> None:
-        super().__init__(inner.config, inner.identity)
-        self.inner, self.bm25, self.kind = inner, store.bm25, inner.kind  # type: ignore[misc]
-
-    def write(self, store: Any) -> bool:
-        return False
-
-    def vector_search(self, queries: Any, k: int, rows: Any, **knobs: Any) -> Any:
-        return self.inner.vector_search(queries, k, rows, **knobs)
-
-    def keyword_search(self, queries: Sequence[str], k: int, rows: Any) -> Any:
-        mask = None if rows is None else np.isin(np.arange(self.identity.rows), rows)
-        return self.bm25.search(list(queries), k, mask=mask)
-
-    def keyword_scores(self, query: str) -> Any:
-        return self.bm25.scores(query)
 
 
 def _dataset(name: str, embedder_name: str) -> tuple[Any, Any, Any]:
@@ -164,7 +132,7 @@ def quality(
             if backend is None or backend.index != "exact":
                 continue
             served = attach(store, backend)
-            swapped = attach(store, SwappedKeywords(backend, store))
+            swapped = attach(store, LocalKeywords(backend, store))
             for fam, (cls, params) in chosen.items():
                 run = _run(cls(served, embedder, **params), queries)
                 per = _evaluate(run, dataset.qrels)
