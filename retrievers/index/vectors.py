@@ -123,6 +123,25 @@ class ExactVectorIndex:
     def _check_queries(self, queries: npt.ArrayLike) -> Float32Array:
         return check_queries(queries, self.dim)
 
+    def checked_queries(self, queries: npt.ArrayLike) -> tuple[Float32Array, npt.NDArray[np.float64]]:
+        """:func:`check_queries` and :meth:`rounding_bands` at once: one C-contiguous float32
+        vector (the latency path) costs two numpy calls, its squared norm in float64 (finite
+        exactly when every value is: a float32's square cannot overflow a float64)."""
+        if (
+            isinstance(queries, np.ndarray)
+            and queries.dtype == np.float32
+            and queries.shape == (self.dim,)
+            and queries.flags.c_contiguous
+        ):
+            wide = queries.astype(np.float64)
+            squared = float(np.dot(wide, wide))  # what rounding_bands computes for one query
+            if math.isfinite(squared):
+                return queries[None, :], np.array([self._band_factor * math.sqrt(squared)])
+        matrix = check_queries(queries, self.dim)
+        if not matrix.flags.c_contiguous:
+            matrix = np.ascontiguousarray(matrix)
+        return matrix, self.rounding_bands(matrix)
+
     def rounding_bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
         rescoring (see the module docstring)."""
@@ -153,7 +172,7 @@ class ExactVectorIndex:
         """
         k = check_positive_int(k, "k")
         chunk_size = check_positive_int(chunk_size, "chunk_size")
-        query_matrix = self._check_queries(queries)
+        query_matrix, bands = self.checked_queries(queries)
         allowed = None if mask is None else check_mask(mask, self.size)
         n_queries = query_matrix.shape[0]
         n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
@@ -161,7 +180,6 @@ class ExactVectorIndex:
         if length == 0:
             empty = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
             return [empty for _ in range(n_queries)]
-        bands = self.rounding_bands(query_matrix)
         parts: list[tuple[IndexArray, IndexArray, Float32Array]] = []
         if n_queries == 1:
             for start, first, scores in self._steps(query_matrix, allowed, chunk_size):
