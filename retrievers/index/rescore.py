@@ -8,6 +8,7 @@ faiss search.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -184,6 +185,8 @@ def _one_top(
         if len(kept) == fetch:
             if check_gap:  # every candidate within the band: ask again
                 return [(scores[:0], labels[:0])], [0]
+        elif kept[-1] == len(kept) - 1:  # a prefix (ranked): a view, copied by the gather below
+            rows = labels[: len(kept)]
         else:
             rows = labels[kept]
     elif fetch > length:
@@ -195,12 +198,16 @@ def _one_top(
     products = vectors[rows]  # a copy (fancy indexing; float32: ExactVectorIndex's matrix)
     np.multiply(products, query, out=products)  # elementwise: the exact index's products
     exact = np.add.reduce(products, axis=1)  # what .sum(axis=1) calls: pairwise per row
-    picked = np.lexsort((rows, -exact))[:length]
-    top = exact[picked]
-    # sorted by score desc: +inf would come first, -inf and NaN last
+    ordered = exact.tolist()
+    if all(high > low for high, low in itertools.pairwise(ordered)):  # strictly descending: no tie
+        top, rows = exact[:length], rows[:length].copy()  # rows may be a view of faiss's arrays
+    else:
+        picked = np.lexsort((rows, -exact))[:length]
+        top, rows = exact[picked], rows[picked]
+    # sorted by score desc: +inf would come first, -inf and NaN last (and NaN is never > anything)
     if top.size and not (math.isfinite(top[0]) and math.isfinite(top[-1])):
         _checked(top, rows)
-    return [(top, rows[picked])], []
+    return [(top, rows)], []
 
 
 def _top_of_kept(
