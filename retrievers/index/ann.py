@@ -75,9 +75,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.faiss_calls import search_blocks, search_parameters
+from retrievers.index.faiss_calls import search_blocks, search_one, search_parameters
 from retrievers.index.rescore import band_top, float32_scores, rescore
-from retrievers.index.vectors import ExactVectorIndex, Hits, check_queries
+from retrievers.index.vectors import ExactVectorIndex, Hits
 from retrievers.ranking import check_mask, check_positive_int
 
 if TYPE_CHECKING:
@@ -280,9 +280,7 @@ class FaissVectorIndex:
             self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
             if len(self._knobs_checked) < 256:
                 self._knobs_checked.add(knobs)
-        query_matrix = check_queries(queries, self.dim)
-        if not query_matrix.flags.c_contiguous:
-            query_matrix = np.ascontiguousarray(query_matrix)
+        query_matrix, bands = self.exact.checked_queries(queries)
         n_queries = query_matrix.shape[0]
         allowed = None if mask is None else check_mask(mask, self.size)
         n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
@@ -303,14 +301,14 @@ class FaissVectorIndex:
         # ... or, for flat and HNSW, their best 2k first: the same walk, the top of the same list
         asked = min(fetch, 2 * k) if self.kind in ("flat", "hnsw") else fetch
         parameters = self._parameters(allowed, ef_search, nprobe)
-        bands = self.exact.rounding_bands(query_matrix)
         scores, labels = self._faiss_search(query_matrix, asked, parameters)
         vectors = self.exact.vectors
         if self.kind == "ivf_pq":  # quantised scores only choose: score the candidates in float32
             scores = float32_scores(_faiss(), vectors, query_matrix, labels)
         complete = n_allowed if self.kind == "flat" else fetch  # flat's contract: every row
+        ranked = self.kind != "ivf_pq"  # faiss's scores come by score desc; IVF-PQ's rescored do not
         results, again = band_top(
-            vectors, query_matrix, labels, scores, bands, length, check_gap=asked < complete
+            vectors, query_matrix, labels, scores, bands, length, check_gap=asked < complete, ranked=ranked
         )
         if not again:
             return results
@@ -338,6 +336,8 @@ class FaissVectorIndex:
         if wanted != before:
             faiss.omp_set_num_threads(wanted)
         try:
+            if n_queries == 1 and isinstance(self._index, faiss.Index):  # the latency path
+                return search_one(faiss, self._index, query_matrix, fetch, parameters)
             return search_blocks(faiss, self._index, query_matrix, fetch, parameters, block)
         finally:
             if wanted != before:

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["optional_faiss", "search_blocks", "search_parameters"]
+__all__ = ["optional_faiss", "search_blocks", "search_one", "search_parameters"]
+
+#: per thread: fetch -> (scores, labels, their faiss pointers), reused by every one-query search
+_ONE_QUERY = threading.local()
+#: fetch sizes a thread keeps arrays for (a knob sweep asks for a few)
+_ONE_QUERY_SIZES = 32
 
 
 @functools.cache
@@ -73,3 +79,22 @@ def search_blocks(
         else:
             scores[rows], labels[rows] = index.search(queries[rows], fetch, params=parameters)
     return scores, labels
+
+
+def search_one(
+    faiss: Any, index: Any, query: npt.NDArray[np.float32], fetch: int, parameters: Any
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """:func:`search_blocks` for one C-contiguous float32 query of a faiss index (the latency
+    path): ``(1, fetch)`` arrays this thread allocated once for ``fetch``, with their pointers, so
+    a call costs faiss's search and one pointer. The arrays are overwritten by this thread's next
+    call with the same ``fetch``: the caller copies what it keeps (fancy indexing does) first."""
+    kept: dict[int, tuple[Any, ...]] | None = getattr(_ONE_QUERY, "by_fetch", None)
+    if kept is None or (fetch not in kept and len(kept) >= _ONE_QUERY_SIZES):
+        kept = _ONE_QUERY.by_fetch = {}
+    arrays = kept.get(fetch)
+    if arrays is None:
+        scores = np.empty((1, fetch), dtype=np.float32)
+        labels = np.empty((1, fetch), dtype=np.int64)
+        arrays = kept[fetch] = (scores, labels, faiss.swig_ptr(scores), faiss.swig_ptr(labels))
+    index.search_c(1, faiss.swig_ptr(query), fetch, arrays[2], arrays[3], parameters)
+    return arrays[0], arrays[1]

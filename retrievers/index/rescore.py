@@ -8,6 +8,8 @@ faiss search.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,13 +80,16 @@ def float32_scores(
     """Each query's inner product with each of its candidate rows, ``labels`` ``(n_queries,
     fetch)``: faiss's SIMD dot products over ``vectors`` (what ``IndexRefineFlat`` computes,
     with no copy of the vectors); -inf where faiss found no row (-1, which faiss skips)."""
-    scores = np.full(labels.shape, -np.inf, dtype=np.float32)
     n_queries, fetch = labels.shape
+    if n_queries == 1 and labels.item(-1) >= 0:  # one query, every row found: faiss writes each
+        scores = np.empty(labels.shape, dtype=np.float32)
+    else:
+        scores = np.full(labels.shape, -np.inf, dtype=np.float32)
     faiss.fvec_inner_products_by_idx(
         faiss.swig_ptr(scores),
-        faiss.swig_ptr(np.ascontiguousarray(queries)),
+        faiss.swig_ptr(queries if queries.flags.c_contiguous else np.ascontiguousarray(queries)),
         faiss.swig_ptr(vectors),
-        faiss.swig_ptr(np.ascontiguousarray(labels)),
+        faiss.swig_ptr(labels if labels.flags.c_contiguous else np.ascontiguousarray(labels)),
         queries.shape[1],
         n_queries,
         fetch,
@@ -101,6 +106,7 @@ def band_top(
     length: int,
     *,
     check_gap: bool,
+    ranked: bool = False,
 ) -> tuple[Hits, list[int]]:
     """Each query's top ``length`` among faiss's candidates (``labels``, ``(n_queries, fetch)``,
     -1 = none, with their float32 ``scores``), as :func:`rescore` ranks and scores them, for the
@@ -113,10 +119,15 @@ def band_top(
     With ``check_gap`` (faiss was asked for fewer candidates than the contract's), also the
     queries whose ``fetch`` candidates all lie within the band (faiss returned as many as asked,
     the lowest still within the band of the k-th best): a row faiss did not return might reach
-    their top, so the caller must search them again and replace their (empty) entries."""
+    their top, so the caller must search them again and replace their (empty) entries.
+
+    ``ranked``: each query's ``scores`` come in descending order (faiss's results), so the k-th
+    best of one query is the lowest of its first k (any order stays correct: that lowest is never
+    above the k-th best, so the cut only keeps more)."""
     n_queries, fetch = labels.shape
     if n_queries == 1:
-        return _one_top(vectors, queries[0], labels[0], scores[0], float(bands[0]), length, check_gap)
+        band = float(bands[0])
+        return _one_top(vectors, queries[0], labels[0], scores[0], band, length, check_gap, ranked)
     present = labels >= 0
     absent = not bool(present[:, -1].all())  # faiss fills the rows it did not find with -1, at the end
     if absent:
@@ -156,29 +167,47 @@ def _one_top(
     band: float,
     length: int,
     check_gap: bool,
+    ranked: bool,
 ) -> tuple[Hits, list[int]]:
     """:func:`band_top` for one query (the latency path): the same steps on 1-D arrays, in as
-    few numpy calls as they take."""
-    if labels[-1] < 0:  # faiss fills the rows it did not find with -1, at the end
+    few numpy calls as they take (each costs a microsecond or more after faiss's search: the cut
+    of faiss's ranked candidates is done on Python floats, exact doubles of the float32 scores)."""
+    if labels.item(-1) < 0:  # faiss fills the rows it did not find with -1, at the end
         present = labels >= 0
         labels, scores, check_gap = labels[present], scores[present], False
     fetch = labels.size
-    if fetch > length:
+    rows = labels
+    if fetch > length and ranked:
+        values = scores.tolist()
+        # the lowest of the first k: the k-th best when ranked, never above it otherwise
+        floor = min(values[:length]) - band
+        kept = [i for i, value in enumerate(values) if value >= floor]
+        if len(kept) == fetch:
+            if check_gap:  # every candidate within the band: ask again
+                return [(scores[:0], labels[:0])], [0]
+        elif kept[-1] == len(kept) - 1:  # a prefix (ranked): a view, copied by the gather below
+            rows = labels[: len(kept)]
+        else:
+            rows = labels[kept]
+    elif fetch > length:
+        kth = np.partition(scores, fetch - length)[fetch - length]
         # float64: the float32 scores are compared exactly (a Python float would be cast down)
-        floor = np.float64(float(np.partition(scores, fetch - length)[fetch - length]) - band)
-        keep = scores >= floor
-        rows = labels[keep]
+        rows = labels[scores >= np.float64(float(kth) - band)]
         if check_gap and rows.size == fetch:  # every candidate within the band: ask again
             return [(scores[:0], labels[:0])], [0]
-    else:
-        rows = labels
-    products = vectors[rows]  # a copy (fancy indexing), multiplied in place
-    if products.dtype != np.float32:
-        products = products.astype(np.float32)
+    products = vectors[rows]  # a copy (fancy indexing; float32: ExactVectorIndex's matrix)
     np.multiply(products, query, out=products)  # elementwise: the exact index's products
     exact = np.add.reduce(products, axis=1)  # what .sum(axis=1) calls: pairwise per row
-    picked = np.lexsort((rows, -exact))[:length]
-    return [_checked(exact[picked], rows[picked])], []
+    ordered = exact.tolist()
+    if all(high > low for high, low in itertools.pairwise(ordered)):  # strictly descending: no tie
+        top, rows = exact[:length], rows[:length].copy()  # rows may be a view of faiss's arrays
+    else:
+        picked = np.lexsort((rows, -exact))[:length]
+        top, rows = exact[picked], rows[picked]
+    # sorted by score desc: +inf would come first, -inf and NaN last (and NaN is never > anything)
+    if top.size and not (math.isfinite(top[0]) and math.isfinite(top[-1])):
+        _checked(top, rows)
+    return [(top, rows)], []
 
 
 def _top_of_kept(

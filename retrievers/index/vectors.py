@@ -25,22 +25,24 @@ So search runs in two stages:
 The corpus is walked in chunks of rows (a memory-mapped matrix is read once per batch), never
 building an ``n_queries x n_items`` matrix. A batch cuts its chunks (:data:`BATCH_CHUNK_ROWS`
 rows, whose scores stay in the cache) at one floor per query taken from a sample of the rows
-(:meth:`ExactVectorIndex._sample_floors`); one worker thread keeps a block's candidates while the
-next block's GEMM runs (blocks are collected in order, so the candidates are the same as in one
-thread). Results follow the ranking order (score desc, row
+(:meth:`ExactVectorIndex._sample_floors`); the chunks are shared among as many threads as the
+process lets BLAS use, each multiplying (BLAS at one thread) and cutting its own chunks while
+their scores are in its cache (:mod:`retrievers.index.blas_threads`; the candidates are kept in
+chunk order, the same in any number of threads). Results follow the ranking order (score desc, row
 asc; :mod:`retrievers.ranking`); masked-out items are left out.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.index.blas_threads import blas_workers
 from retrievers.index.faiss_calls import optional_faiss
 from retrievers.ranking import check_mask, check_positive_int
 
@@ -55,8 +57,8 @@ Hits = list[tuple[Float32Array, IndexArray]]
 #: unit roundoff of float32
 _UNIT_ROUNDOFF = 2.0**-24
 #: queries multiplied against a chunk at once in a batch (GEMM width; no effect on results:
-#: wide blocks keep GEMM efficient, at 4 bytes x 256 x CHUNK_ROWS of scores in memory)
-_QUERY_BLOCK = 256
+#: wide blocks keep GEMM efficient, at 4 bytes x 512 x BATCH_CHUNK_ROWS of scores per thread)
+_QUERY_BLOCK = 512
 #: rows per chunk of the corpus
 CHUNK_ROWS = 65536
 #: every _SAMPLE-th score of a row gives a cheap lower bound of its k-th best (see _collect)
@@ -66,7 +68,7 @@ _MIN_SAMPLE = 16
 _MAX_SAMPLE_ROWS = 32768
 #: rows per chunk in a batch: a block's scores (``_QUERY_BLOCK`` x this, 16 MB) stay in the cache
 #: between the GEMM that writes them and the pass that keeps the candidates
-BATCH_CHUNK_ROWS = 16384
+BATCH_CHUNK_ROWS = 8192
 
 
 class ExactVectorIndex:
@@ -123,6 +125,25 @@ class ExactVectorIndex:
     def _check_queries(self, queries: npt.ArrayLike) -> Float32Array:
         return check_queries(queries, self.dim)
 
+    def checked_queries(self, queries: npt.ArrayLike) -> tuple[Float32Array, npt.NDArray[np.float64]]:
+        """:func:`check_queries` and :meth:`rounding_bands` at once: one C-contiguous float32
+        vector (the latency path) costs two numpy calls, its squared norm in float64 (finite
+        exactly when every value is: a float32's square cannot overflow a float64)."""
+        if (
+            isinstance(queries, np.ndarray)
+            and queries.dtype == np.float32
+            and queries.shape == (self.dim,)
+            and queries.flags.c_contiguous
+        ):
+            wide = queries.astype(np.float64)
+            squared = float(np.dot(wide, wide))  # what rounding_bands computes for one query
+            if math.isfinite(squared):
+                return queries[None, :], np.array([self._band_factor * math.sqrt(squared)])
+        matrix = check_queries(queries, self.dim)
+        if not matrix.flags.c_contiguous:
+            matrix = np.ascontiguousarray(matrix)
+        return matrix, self.rounding_bands(matrix)
+
     def rounding_bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
         rescoring (see the module docstring)."""
@@ -153,7 +174,7 @@ class ExactVectorIndex:
         """
         k = check_positive_int(k, "k")
         chunk_size = check_positive_int(chunk_size, "chunk_size")
-        query_matrix = self._check_queries(queries)
+        query_matrix, bands = self.checked_queries(queries)
         allowed = None if mask is None else check_mask(mask, self.size)
         n_queries = query_matrix.shape[0]
         n_allowed = self.size if allowed is None else int(np.count_nonzero(allowed))
@@ -161,38 +182,43 @@ class ExactVectorIndex:
         if length == 0:
             empty = (np.empty(0, dtype=np.float32), np.empty(0, dtype=np.int64))
             return [empty for _ in range(n_queries)]
-        bands = self.rounding_bands(query_matrix)
         parts: list[tuple[IndexArray, IndexArray, Float32Array]] = []
         if n_queries == 1:
             for start, first, scores in self._steps(query_matrix, allowed, chunk_size):
                 parts.append(self._collect(scores, start, first, length, bands, None))
         else:
             # a batch: one floor per query from a sample of rows, then chunks small enough for
-            # their scores to stay in the cache; the next block's GEMM runs while one worker
-            # keeps the previous block's candidates (numpy releases the GIL), in order
-            floors = self._sample_floors(query_matrix, allowed, length, bands)
-            steps = self._steps(query_matrix, allowed, min(chunk_size, BATCH_CHUNK_ROWS))
-            with ThreadPoolExecutor(max_workers=1) as worker:
-                pending: Future[tuple[IndexArray, IndexArray, Float32Array]] | None = None
-                for start, first, scores in steps:
-                    if pending is not None:
-                        parts.append(pending.result())
-                    pending = worker.submit(self._collect, scores, start, first, length, bands, floors)
-                if pending is not None:
-                    parts.append(pending.result())
+            # their scores to stay in the cache, each multiplied and cut by one worker thread
+            # (numpy releases the GIL; BLAS at one thread each: retrievers.index.blas_threads);
+            # the chunks' candidates are kept in order, so they are the same in any thread
+            rows = min(chunk_size, BATCH_CHUNK_ROWS)
+            starts = range(0, self.size, rows)
+
+            def chunk_parts(start: int) -> list[tuple[IndexArray, IndexArray, Float32Array]]:
+                steps = self._steps(query_matrix, allowed, rows, (start,))
+                return [self._collect(block, at, first, length, bands, floors) for at, first, block in steps]
+
+            with blas_workers(len(starts)) as workers, ThreadPoolExecutor(workers) as pool:
+                floors = self._sample_floors(query_matrix, allowed, length, bands, pool, workers)
+                for found in pool.map(chunk_parts, starts) if workers > 1 else map(chunk_parts, starts):
+                    parts += found
         found_rows, found_scores = _by_query(parts, n_queries)
         return self._rescore(query_matrix, found_rows, found_scores, length, bands)
 
     def _steps(
-        self, query_matrix: Float32Array, allowed: BoolArray | None, chunk_size: int
+        self,
+        query_matrix: Float32Array,
+        allowed: BoolArray | None,
+        chunk_size: int,
+        starts: Iterable[int] | None = None,
     ) -> Iterator[tuple[int, int, Float32Array]]:
         """(first row of the chunk, first query of the block, the block's float32 scores against
-        the chunk) for every chunk of rows with an allowed item and every block of queries;
-        excluded items score -inf."""
+        the chunk) for every chunk of rows (those that begin at ``starts``, default all) with an
+        allowed item and every block of queries; excluded items score -inf."""
         n_queries = query_matrix.shape[0]
         kernel = optional_faiss() if n_queries == 1 else None
         query = np.ascontiguousarray(query_matrix[0]) if n_queries == 1 else query_matrix
-        for start in range(0, self.size, chunk_size):
+        for start in range(0, self.size, chunk_size) if starts is None else starts:
             stop = min(start + chunk_size, self.size)
             excluded: BoolArray | None = None
             if allowed is not None:
@@ -217,12 +243,19 @@ class ExactVectorIndex:
                 yield start, first, scores
 
     def _sample_floors(
-        self, queries: Float32Array, allowed: BoolArray | None, length: int, bands: npt.NDArray[np.float64]
+        self,
+        queries: Float32Array,
+        allowed: BoolArray | None,
+        length: int,
+        bands: npt.NDArray[np.float64],
+        pool: ThreadPoolExecutor | None = None,
+        workers: int = 1,
     ) -> Float32Array | None:
         """Per query of a batch, a float32 score below which no item can reach its top
         ``length``: the k-th best score of every ``_SAMPLE``-th allowed row (at most
         ``_MAX_SAMPLE_ROWS`` rows, evenly spread), minus the band (see :meth:`_collect`); None
-        when the sample holds too few rows to cut anything."""
+        when the sample holds too few rows to cut anything. The queries are split between the
+        ``workers`` threads of ``pool`` (none: this thread)."""
         rows = np.arange(self.size) if allowed is None else np.flatnonzero(allowed)
         rows = rows[:: max(_SAMPLE, -(-rows.size // _MAX_SAMPLE_ROWS))]
         if rows.size <= max(length, _MIN_SAMPLE):
@@ -230,11 +263,17 @@ class ExactVectorIndex:
         sampled = self._vectors[rows]
         floors = np.empty(queries.shape[0], dtype=np.float32)
         width = rows.size
-        for first in range(0, queries.shape[0], _QUERY_BLOCK):
-            block = queries[first : first + _QUERY_BLOCK]
+        step = min(_QUERY_BLOCK, -(-queries.shape[0] // workers))
+
+        def floors_of(first: int) -> None:
+            block = queries[first : first + step]
             sample = block @ sampled.T
             bound = np.partition(sample, width - length, axis=1)[:, width - length]
             floors[first : first + block.shape[0]] = _floor32(bound - bands[first : first + block.shape[0]])
+
+        firsts = range(0, queries.shape[0], step)
+        for _ in pool.map(floors_of, firsts) if pool is not None and workers > 1 else map(floors_of, firsts):
+            pass
         return floors
 
     @staticmethod
