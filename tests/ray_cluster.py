@@ -1,23 +1,30 @@
 """A real two-node Ray cluster on this machine for the Ray tests (no mocks): a head and a second
-node, each its own ``ray start --block`` process with one CPU and its own temp folder under the
-test's temporary path, bound to 127.0.0.1 on free ports. Stopped by terminating the two
-processes this module started (Ray's ``--block`` stops its node's processes on SIGTERM), never by
-``ray stop`` (which would stop every Ray on the machine)."""
+node, each its own ``ray start --block`` process with one CPU, bound to 127.0.0.1 on free ports.
+Each node logs into a folder of the test's temporary path and keeps its Ray session in a short
+folder of its own under the system's temporary folder (Ray's sockets live there, and a Unix
+socket's path may not exceed 107 bytes, which a pytest path under xdist does:
+``/tmp/pytest-of-root/pytest-528/popen-gw1/...``); that folder is removed when the node stops.
+Stopped by terminating the processes this module started (Ray's ``--block`` stops its node's
+processes on SIGTERM), never by ``ray stop`` (which would stop every Ray on the machine)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+#: each started node's Ray session folder (by process id), removed when the node is stopped
+_SESSION_DIRS: dict[int, Path] = {}
 
 
 def free_port() -> int:
@@ -50,6 +57,9 @@ class RayCluster:
             # anything the node left in the group it was started in (its own session)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
+            session = _SESSION_DIRS.pop(process.pid, None)
+            if session is not None:
+                shutil.rmtree(session, ignore_errors=True)
 
 
 def start_node(
@@ -61,18 +71,20 @@ def start_node(
     env: Mapping[str, str] | None = None,
     resources: str | None = None,
 ) -> subprocess.Popen[str]:
-    """``ray start --block`` for one node with one CPU; returns once the node has joined."""
+    """``ray start --block`` for one node with one CPU; returns once the node has joined.
+    ``temp_dir`` holds its log; its Ray session folder is a short one (module docstring)."""
     temp_dir.mkdir(parents=True, exist_ok=True)
+    session = Path(tempfile.mkdtemp(prefix="vkray-"))
     command = [python, "-m", "ray.scripts.scripts", "start", "--block", "--num-cpus", "1"]
     command += ["--node-ip-address", "127.0.0.1", "--disable-usage-stats", "--log-style", "record"]
     command += ["--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port())]
     command += ["--runtime-env-agent-port", str(free_port())]
     if head:
-        command += ["--head", "--port", str(head_port), "--temp-dir", str(temp_dir)]
+        command += ["--head", "--port", str(head_port), "--temp-dir", str(session)]
         command += ["--include-dashboard", "false", "--ray-client-server-port", str(free_port())]
         command += ["--dashboard-port", str(free_port())]
     else:
-        command += ["--address", f"127.0.0.1:{head_port}", "--temp-dir", str(temp_dir)]
+        command += ["--address", f"127.0.0.1:{head_port}", "--temp-dir", str(session)]
     if resources is not None:
         command += ["--resources", resources]
     log = (temp_dir / ("head.log" if head else f"node-{len(list(temp_dir.glob('node-*.log')))}.log")).open(
@@ -86,11 +98,13 @@ def start_node(
         env=dict(env if env is not None else node_env()),
         start_new_session=True,
     )
+    _SESSION_DIRS[process.pid] = session
     assert process.stdout is not None
     for line in process.stdout:  # blocks until the node says it has started (or dies)
         if "Ray runtime started" in line:
             break
     else:
+        RayCluster("", [process]).stop()
         raise RuntimeError(f"ray start failed ({' '.join(command)}); see {log.name}")
     return process
 

@@ -110,3 +110,52 @@ def test_the_slurm_preset_renders_one_job_array(
                 0.3 <= float(values["store.bm25.k1"]) <= 2.0 and 0.0 <= float(values["store.bm25.b"]) <= 1.0
             )
     assert not (sweep_dir / "sweep.csv").exists() and not (sweep_dir / "optimization_results.yaml").exists()
+
+
+# --------------------------------------------------------------------------- no SLURM on this machine
+
+
+@pytest.mark.parametrize(
+    ("found", "named"),
+    [((), "no `sbatch` and `srun` on the PATH"), (("srun",), "no `sbatch` on the PATH")],
+    ids=["neither", "no-sbatch"],
+)
+def test_the_slurm_launcher_without_its_commands_is_refused_naming_them(
+    found: tuple[str, ...], named: str
+) -> None:
+    from viking_eval.config import ConfigError
+    from viking_eval.config.launchers import SLURM_LAUNCHER, check_launcher
+
+    which = lambda command: f"/opt/slurm/bin/{command}" if command in found else None  # noqa: E731
+    with pytest.raises(ConfigError) as raised:
+        check_launcher({"_target_": SLURM_LAUNCHER, "partition": "cpu"}, which=which)
+    assert raised.value.line().startswith(f"hydra/launcher=slurm: {named} (")
+    # with both commands, and for any other launcher, nothing is refused
+    check_launcher({"_target_": SLURM_LAUNCHER}, which=lambda command: f"/usr/bin/{command}")
+    check_launcher({"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}, which=which)
+
+
+@pytest.mark.needs_data
+def test_a_sweep_on_slurm_without_sbatch_is_one_line_and_exit_2_before_anything_is_written(
+    data_env: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "bin"  # a PATH where no sbatch or srun is found
+    empty.mkdir()
+    sweep_dir = tmp_path / "sweep"
+    done = run_cli(
+        "-m",
+        "experiment=smoke",
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra/launcher=slurm",
+        "store.bm25.k1=0.6,0.9",
+        env={"PATH": str(empty)},
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: hydra/launcher=slurm: no `sbatch` and `srun` on the PATH (submitit submits each job array "
+        "with sbatch and runs it with srun); run the command on a SLURM login node, or drop "
+        "hydra/launcher=slurm to run the jobs on this machine (or hydra/launcher=ray for a Ray cluster)"
+    ]
+    assert not sweep_dir.exists()  # no multirun.yaml, no .submitit folder: nothing was submitted

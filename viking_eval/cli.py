@@ -49,6 +49,7 @@ from viking_eval.config.compose import (
     hydra_session,
     job_overrides,
 )
+from viking_eval.config.launchers import check_launcher
 from viking_eval.config.registry import check_hydra_targets
 from viking_eval.data import DataError
 from viking_eval.data.splits import Phase, check_half_for_sweep
@@ -153,6 +154,8 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
     # Hydra builds its callbacks, sweeper and launcher before the app runs: their _target_ first
     check_hydra_targets(_container(base.hydra))
     multirun = multirun or str(base.hydra.get("mode")) == "MULTIRUN"
+    if multirun:  # the launcher's own commands (sbatch), before Hydra writes the sweep folder
+        check_launcher(_container(base.hydra.launcher))
     if multirun and OmegaConf.select(base, "benchmark.datasets") is not None:
         raise ConfigError(
             "benchmark.datasets",

@@ -121,7 +121,9 @@ def open_storage(
         keyword = "heartbeat_stale_trial_callback" if renamed else "failed_trial_callback"
         callback[keyword] = retry_callback(retry_killed)
     try:
-        with warnings.catch_warnings():  # the heartbeat: "experimental" since Optuna 2.9
+        # RDBStorage creates Optuna's tables in a new database: workers of different studies
+        # starting at once would race there (the study lock is per study), so one at a time
+        with _schema_lock(url), warnings.catch_warnings():  # the heartbeat: "experimental" since 2.9
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.storages.RDBStorage(
                 url,
@@ -132,6 +134,36 @@ def open_storage(
             )
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as error:
         raise _refused(url, error) from None
+
+
+#: the PostgreSQL advisory lock held while Optuna's tables are created (any study of the database)
+SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"viking_optuna schema").digest()[:8], "big", signed=True)
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str) -> Iterator[None]:
+    """For a PostgreSQL URL, the database-wide advisory lock :data:`SCHEMA_LOCK_KEY` held in the
+    block (two sessions creating Optuna's tables at once fail on PostgreSQL's catalog: ``duplicate
+    key value violates unique constraint "pg_type_typname_nsp_index"``); nothing for SQLite, whose
+    workers already share one file lock (StudyLock)."""
+    if storage_dialect(url) != "postgresql":
+        yield
+        return
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url))
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+            try:
+                yield
+            finally:
+                connection.execute(
+                    sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": SCHEMA_LOCK_KEY}
+                )
+                connection.commit()
+    finally:
+        engine.dispose()
 
 
 def retry_callback(max_retry: int) -> Callable[[optuna.Study, optuna.trial.FrozenTrial], None]:

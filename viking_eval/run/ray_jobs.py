@@ -32,6 +32,8 @@ RAY_LAUNCHER = "hydra_plugins.viking_ray_launcher.launcher.VikingRayLauncher"
 #: variables of the driver that every job sees too (data folders, cache, offline switches)
 FORWARDED_ENV = ("VIKING_EVAL_", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "XDG_DATA_HOME")
 _PROBE_SECONDS = 5.0
+#: the variables a BLAS library reads for its thread count when it is loaded (set for each job)
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 @dataclass(frozen=True)
@@ -198,11 +200,20 @@ def _call(
 ) -> Any:
     """The task body: ``function(*args, **kwargs)`` in the driver's folder, variables and BLAS
     threads; a ``SystemExit`` comes back as :class:`Exited` (Ray would take it for the worker's
-    death)."""
+    death).
+
+    The limit reaches only BLAS libraries already loaded, and a worker starts on Ray's
+    ``OMP_NUM_THREADS=1``: SciPy's own OpenBLAS (its QR and LU in a TF-IDF+SVD fit), loaded for
+    the first time inside the job, would run on one thread, and the first job of each worker
+    would write other vectors than the same job on this machine. So SciPy's is loaded first,
+    and a BLAS loaded later still (another library's copy) starts with the driver's count
+    (``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` for the job)."""
     import numpy  # noqa: F401  (its BLAS loaded, so that the limit reaches it)
+    import scipy.linalg  # noqa: F401  (SciPy's own OpenBLAS, likewise)
     from threadpoolctl import threadpool_limits
 
-    with job_environment(cwd, env), threadpool_limits(limits=threads, user_api="blas"):
+    blas_env = {name: str(threads) for name in BLAS_THREAD_VARIABLES}
+    with job_environment(cwd, {**env, **blas_env}), threadpool_limits(limits=threads, user_api="blas"):
         try:
             return function(*args, **kwargs)
         except SystemExit as stop:
