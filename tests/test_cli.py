@@ -50,9 +50,19 @@ def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
         ),
     ],
 )
-def test_config_error_is_one_line_exit_2(tmp_path: Path, args: list[str], line: str) -> None:
-    result = run_cli(*SMOKE, *args, f"hydra.run.dir={tmp_path / 'run'}")
-    assert _one_error_line(result).startswith(line)
+def test_config_error_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], line: str
+) -> None:
+    """The pre-flight's line in this process (``python -m viking_eval`` calls it before Hydra's
+    app: :func:`test_a_config_error_through_the_real_command_line` runs that path)."""
+    assert preflight_error(capsys, *SMOKE, *args, f"hydra.run.dir={tmp_path / 'run'}").startswith(line)
+    assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+def test_a_config_error_through_the_real_command_line(tmp_path: Path) -> None:
+    """``python -m viking_eval`` with a bad value: the pre-flight's one line, exit 2, no run folder."""
+    result = run_cli(*SMOKE, "run.top_k=0", f"hydra.run.dir={tmp_path / 'run'}")
+    assert _one_error_line(result) == "error: run.top_k: must be an integer in [1, 10000], got 0"
     assert not (tmp_path / "run").exists()  # refused before anything ran
 
 
