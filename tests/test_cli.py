@@ -267,24 +267,6 @@ def test_data_error_is_one_line_exit_2_and_marks_the_run_failed(tmp_path: Path) 
     assert not (run_dir / "metrics.json").exists()
 
 
-@pytest.mark.needs_data
-def test_a_parameter_the_store_refuses_is_one_line_exit_2_and_earlier_results_are_kept(
-    data_env: Path, tmp_path: Path
-) -> None:
-    """An ANN knob on an exact store is refused when the retriever is built over the store:
-    one line naming the key, exit 2, the run marked failed, the retrievers before it kept (a
-    rerun after the fix resumes them)."""
-    run_dir = tmp_path / "run"
-    result = run_cli(*SMOKE, "retrievers.dense.nprobe=4", f"hydra.run.dir={run_dir}")
-    line = "error: retrievers.dense.nprobe: nprobe=4 applies to an approximate vector index"
-    assert _one_error_line(result).startswith(line)
-    assert json.loads((run_dir / "status.json").read_text())["status"] == "failed"
-    assert (run_dir / "runs" / "bm25.trec").is_file() and not (run_dir / "runs" / "dense.trec").exists()
-    rerun = run_cli(*SMOKE, f"hydra.run.dir={run_dir}")
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "retriever bm25 already finished" in rerun.stdout + rerun.stderr
-
-
 class ExplodingRetriever:
     """A retriever whose construction fails like a bug would (for the exit-1 path)."""
 
