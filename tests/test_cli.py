@@ -18,6 +18,8 @@ from conftest import preflight_error, run_cli
 
 from viking_eval import cli
 
+SPREAD_OVER_WORKERS = True  # tests/conftest.py: independent tests, each to the next free worker
+
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0"]
 

@@ -29,6 +29,8 @@ from viking_eval.data.fetch import fetch_converted
 from viking_eval.data.registry import load_registry
 from viking_eval.data.transfer import DownloadError, mirrored
 
+SPREAD_OVER_WORKERS = True  # tests/conftest.py: independent tests, each to the next free worker
+
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = load_registry(REPO / "datasets" / "registry.yaml")
 

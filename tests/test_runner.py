@@ -15,6 +15,8 @@ from conftest import smoke_multirun, smoke_settings
 from viking_eval.run import experiment as loop
 from viking_eval.run.experiment import run_experiment
 
+SPREAD_OVER_WORKERS = True  # tests/conftest.py: independent tests, each to the next free worker
+
 REPO = Path(__file__).resolve().parents[1]
 
 
