@@ -8,9 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import conftest
-import pytest
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 class _Config:
