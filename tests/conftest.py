@@ -27,10 +27,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -142,6 +144,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{len(unmarked)} test(s) use shared_datasets/shared_raw without @pytest.mark.needs_data "
             f"(tests/conftest.py): {', '.join(unmarked[:5])}"
         )
+
+
+SPREAD_LINE = re.compile(r"^SPREAD_OVER_WORKERS = True\b", re.MULTILINE)
+"""A test file with this line at its top level (its tests independent, no module-scoped fixture)
+has each of its tests sent to the next free pytest-xdist worker; every other file runs whole on
+one worker (``--dist loadfile``, pyproject addopts: its module fixtures run once)."""
+
+
+@cache
+def _spreads(file: str) -> bool:
+    """Whether the test file ``file`` (relative to the repository) sets ``SPREAD_OVER_WORKERS``
+    (read as text: the controller that schedules never imports a test module)."""
+    path = REPO_ROOT / file
+    return path.is_file() and SPREAD_LINE.search(path.read_text(encoding="utf-8")) is not None
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown to pytest without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, except that the tests of a file that sets ``SPREAD_OVER_WORKERS``
+    are scheduled one by one: the longest file (the documentation's blocks) no longer runs on
+    one worker while the others wait. Scopes with the most tests go first (xdist's reordering),
+    so the spread single tests fill the end of the run."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SpreadingLoadFile(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return nodeid if _spreads(file) else file
+
+    return SpreadingLoadFile(config, log)
 
 
 def _no_skip() -> bool:

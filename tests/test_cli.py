@@ -18,6 +18,8 @@ from conftest import preflight_error, run_cli
 
 from viking_eval import cli
 
+SPREAD_OVER_WORKERS = True  # tests/conftest.py: independent tests, each to the next free worker
+
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0"]
 
@@ -50,9 +52,19 @@ def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
         ),
     ],
 )
-def test_config_error_is_one_line_exit_2(tmp_path: Path, args: list[str], line: str) -> None:
-    result = run_cli(*SMOKE, *args, f"hydra.run.dir={tmp_path / 'run'}")
-    assert _one_error_line(result).startswith(line)
+def test_config_error_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], line: str
+) -> None:
+    """The pre-flight's line in this process (``python -m viking_eval`` calls it before Hydra's
+    app: :func:`test_a_config_error_through_the_real_command_line` runs that path)."""
+    assert preflight_error(capsys, *SMOKE, *args, f"hydra.run.dir={tmp_path / 'run'}").startswith(line)
+    assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+def test_a_config_error_through_the_real_command_line(tmp_path: Path) -> None:
+    """``python -m viking_eval`` with a bad value: the pre-flight's one line, exit 2, no run folder."""
+    result = run_cli(*SMOKE, "run.top_k=0", f"hydra.run.dir={tmp_path / 'run'}")
+    assert _one_error_line(result) == "error: run.top_k: must be an integer in [1, 10000], got 0"
     assert not (tmp_path / "run").exists()  # refused before anything ran
 
 
@@ -255,24 +267,6 @@ def test_data_error_is_one_line_exit_2_and_marks_the_run_failed(tmp_path: Path) 
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "failed" and status["error"] == line.removeprefix("error: ")
     assert not (run_dir / "metrics.json").exists()
-
-
-@pytest.mark.needs_data
-def test_a_parameter_the_store_refuses_is_one_line_exit_2_and_earlier_results_are_kept(
-    data_env: Path, tmp_path: Path
-) -> None:
-    """An ANN knob on an exact store is refused when the retriever is built over the store:
-    one line naming the key, exit 2, the run marked failed, the retrievers before it kept (a
-    rerun after the fix resumes them)."""
-    run_dir = tmp_path / "run"
-    result = run_cli(*SMOKE, "retrievers.dense.nprobe=4", f"hydra.run.dir={run_dir}")
-    line = "error: retrievers.dense.nprobe: nprobe=4 applies to an approximate vector index"
-    assert _one_error_line(result).startswith(line)
-    assert json.loads((run_dir / "status.json").read_text())["status"] == "failed"
-    assert (run_dir / "runs" / "bm25.trec").is_file() and not (run_dir / "runs" / "dense.trec").exists()
-    rerun = run_cli(*SMOKE, f"hydra.run.dir={run_dir}")
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "retriever bm25 already finished" in rerun.stdout + rerun.stderr
 
 
 class ExplodingRetriever:

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL = ("bash", "sh", "console")
 WRITTEN_BY_RUNS = {"reports", "runs", "stores", "outputs", "multirun", ".git"}
+SPREAD_OVER_WORKERS = True  # tests/conftest.py: each block is independent; the file is the longest
 
 SKIPPED: dict[tuple[str, str], str] = {
     ("docs/datasets-irds.md", "from viking_eval.data.irds import load_irds"): (

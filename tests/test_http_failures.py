@@ -15,11 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, smoke_settings
 from http_servers import ModelServer
 
+from retrievers.http import EndpointError
 from retrievers.rerank import fallback_summary
 from retrievers.types import RetrievalResult
+from viking_eval.run.experiment import run_experiment
 
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0", "show_progress=false"]
 ADI_QUERIES = 35
@@ -55,9 +57,34 @@ EMBEDDER_FAILURES = {
 
 @pytest.mark.needs_data
 @pytest.mark.parametrize("mode", sorted(EMBEDDER_FAILURES))
+def test_embedder_failure_is_the_endpoint_error_of_the_loop(
+    mode: str, server: ModelServer, data_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every failure, through the experiment loop in this process: the EndpointError whose text
+    the command line prints (``error: remote model call failed: <text>``, checked end to end for
+    one mode below), and no retriever's result written."""
+    overrides, expected = EMBEDDER_FAILURES[mode]
+    server.mode = mode
+    monkeypatch.setenv("VIKING_EVAL_EMBED_URL", server.url)
+    monkeypatch.setenv("VIKING_EVAL_EMBED_MODEL", "test-model")
+    out = tmp_path / "run"
+    try:
+        with pytest.raises(EndpointError) as caught:
+            run_experiment(
+                smoke_settings(*SMOKE[1:], "embedder=openai", "embedder.dimensions=8", *overrides), out
+            )
+    finally:
+        server.release.set()
+    assert str(caught.value) == expected.format(url=server.url)
+    assert not (out / "results").exists() or not list((out / "results").iterdir())
+
+
+@pytest.mark.needs_data
+@pytest.mark.parametrize("mode", ["error"])
 def test_embedder_failure_is_one_line_and_a_failed_run(
     mode: str, server: ModelServer, shared_datasets: Path, tmp_path: Path
 ) -> None:
+    """The command line: one line, exit 1, no traceback, the run folder marked failed."""
     overrides, expected = EMBEDDER_FAILURES[mode]
     server.mode = mode
     out = tmp_path / "run"

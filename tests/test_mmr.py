@@ -109,17 +109,16 @@ def test_run_redundancy_is_the_mean_over_queries_of_each_top_k(store) -> None:  
 
 @pytest.mark.needs_data
 def test_redundancy_is_reported_with_the_metrics_when_asked(data_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Through the experiment loop (as ``python -m viking_eval experiment=smoke`` runs it)."""
     import json
 
-    from tests.conftest import run_cli
+    from conftest import smoke_settings
 
-    first = run_cli("experiment=smoke", f"hydra.run.dir={tmp_path}", "run.latency.n_queries=0")
-    assert first.returncode == 0, first.stderr
+    from viking_eval.run.experiment import run_experiment
+
+    run_experiment(smoke_settings("run.latency.n_queries=0"), tmp_path)
     # the same folder again, now asking for redundancy: the finished results must not be resumed
-    done = run_cli(
-        "experiment=smoke", f"hydra.run.dir={tmp_path}", "run.latency.n_queries=0", "run.redundancy=5"
-    )
-    assert done.returncode == 0, done.stderr
+    run_experiment(smoke_settings("run.latency.n_queries=0", "run.redundancy=5"), tmp_path)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     for name in ("bm25", "dense"):  # both searched a store with TF-IDF vectors
         assert 0.0 < metrics["retrievers"][name]["metrics"]["redundancy@5"] < 1.0

@@ -29,6 +29,8 @@ from hydra_plugins.viking_optuna_sweeper._objectives import objective_values
 from hydra_plugins.viking_optuna_sweeper._space import search_space
 from hydra_plugins.viking_optuna_sweeper._study import OptunaSweeperImpl
 
+SPREAD_OVER_WORKERS = True  # tests/conftest.py: independent tests, each to the next free worker
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -23,6 +23,8 @@ from viking_eval.run import cached_embedder as cache_module
 from viking_eval.run.cache import ArtifactCache
 from viking_eval.run.cached_embedder import CachedEmbedder
 
+SPREAD_OVER_WORKERS = True  # tests/conftest.py: independent tests, each to the next free worker
+
 ROOT = Path(__file__).resolve().parents[1]
 # <stage>: <count>/<total> <unit> (<rate>/s, <elapsed>, ~<left> left)
 COUNT_LINE = re.compile(

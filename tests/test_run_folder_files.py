@@ -244,32 +244,43 @@ def _assert_written_by_results(tmp_path: Path, folder: Path) -> None:
 
 
 @pytest.mark.needs_data
-def test_a_run_a_failed_run_and_its_rerun(shared_datasets: Path, tmp_path: Path) -> None:
-    """A finished run; the same folder rerun with a setting the store refuses: status.json
-    failed, and the earlier run's metrics.json no longer makes the folder finished; rerun
-    without it: finished again, status.json gone. Every file written by results/."""
+def test_a_failed_run_its_rerun_and_a_failed_run_over_it(shared_datasets: Path, tmp_path: Path) -> None:
+    """A run with a setting the store refuses (an ANN knob on an exact store: refused when the
+    retriever is built over the store): one line naming the key, exit 2, status.json failed, the
+    retrievers before it kept; rerun without it: those resumed, finished, status.json gone; the
+    finished folder rerun with the refused setting: failed again, and the earlier run's
+    metrics.json no longer makes the folder finished. Every file written by results/."""
     env = {"VIKING_EVAL_DATA": str(shared_datasets)}
     run_dir = tmp_path / "run"
-    first = _cli(tmp_path, *SMOKE, f"hydra.run.dir={run_dir}", env=env)
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert run_folder.is_finished_run(run_dir) and run_folder.read_status(run_dir) is None
-    _assert_written_by_results(tmp_path, run_dir)
-    listed = "Files: " + ", ".join(f"<code>{name}</code>" for name in layout.REPORTED_FILES) + "."
-    assert listed in (run_dir / layout.REPORT_HTML).read_text(encoding="utf-8")
+    refused = "error: retrievers.dense.nprobe: nprobe=4 applies to an approximate vector index"
 
     failed = _cli(tmp_path, *SMOKE, "retrievers.dense.nprobe=4", f"hydra.run.dir={run_dir}", env=env)
     assert failed.returncode == 2, failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(refused), failed.stderr[-3000:]
     status = json.loads((run_dir / layout.STATUS).read_text(encoding="utf-8"))
     assert status["status"] == "failed" and status["error"].startswith("retrievers.dense.nprobe:")
-    assert (run_dir / layout.METRICS).is_file() and (run_dir / layout.CONFIG).is_file()  # leftovers
-    assert run_folder.read_status(run_dir) == "failed"
+    assert (run_dir / "runs" / "bm25.trec").is_file() and not (run_dir / "runs" / "dense.trec").exists()
     assert not run_folder.is_finished_run(run_dir)
     _assert_written_by_results(tmp_path, run_dir)
 
     again = _cli(tmp_path, *SMOKE, f"hydra.run.dir={run_dir}", env=env)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "retriever bm25 already finished" in again.stdout + again.stderr
     assert not (run_dir / layout.STATUS).exists()
-    assert run_folder.is_finished_run(run_dir)
+    assert run_folder.is_finished_run(run_dir) and run_folder.read_status(run_dir) is None
+    _assert_written_by_results(tmp_path, run_dir)
+    listed = "Files: " + ", ".join(f"<code>{name}</code>" for name in layout.REPORTED_FILES) + "."
+    assert listed in (run_dir / layout.REPORT_HTML).read_text(encoding="utf-8")
+
+    over = _cli(tmp_path, *SMOKE, "retrievers.dense.nprobe=4", f"hydra.run.dir={run_dir}", env=env)
+    assert over.returncode == 2, over.stderr[-3000:]
+    status = json.loads((run_dir / layout.STATUS).read_text(encoding="utf-8"))
+    assert status["status"] == "failed" and status["error"].startswith("retrievers.dense.nprobe:")
+    assert (run_dir / layout.METRICS).is_file() and (run_dir / layout.CONFIG).is_file()  # leftovers
+    assert run_folder.read_status(run_dir) == "failed"
+    assert not run_folder.is_finished_run(run_dir)
     _assert_written_by_results(tmp_path, run_dir)
 
 

@@ -7,12 +7,13 @@ a corpus whose texts are all empty for TF-IDF (one line naming the dataset)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import run_cli, smoke_settings
 
 from retrievers.index import ExactVectorIndex, FaissVectorIndex
 from retrievers.index.ann import VectorIndexError, vectors_fingerprint
@@ -20,6 +21,8 @@ from retrievers.params import ParamError
 from retrievers.store.config import ChunkingConfig, StoreConfig
 from retrievers.store.vector_index_config import VectorIndexConfig, check_vector_settings
 from retrievers.types import Document
+from viking_eval.config import ConfigError
+from viking_eval.run.experiment import run_experiment
 
 SMOKE = ["experiment=smoke", "run.latency.n_queries=0", "show_progress=false"]
 
@@ -55,11 +58,11 @@ REFUSED = {
 
 
 @pytest.mark.needs_data
-@pytest.mark.parametrize("case", sorted(REFUSED))
-def test_settings_the_data_cannot_hold_are_one_line_before_any_build(
-    case: str, shared_datasets: Path, tmp_path: Path
+def test_a_setting_the_data_cannot_hold_is_one_line_from_the_command_line(
+    shared_datasets: Path, tmp_path: Path
 ) -> None:
-    overrides, line = REFUSED[case]
+    """The real command line (one case; the others run the same loop in this process below)."""
+    overrides, line = REFUSED["nlist"]
     cache = tmp_path / "cache"
     done = _cli([*SMOKE, *overrides], shared_datasets, tmp_path / "run", cache)
     assert done.returncode == 2, done.stderr[-2000:]
@@ -70,14 +73,24 @@ def test_settings_the_data_cannot_hold_are_one_line_before_any_build(
 
 
 @pytest.mark.needs_data
-def test_a_fitting_ivf_pq_store_still_builds(shared_datasets: Path, tmp_path: Path) -> None:
-    done = _cli(
-        [*SMOKE, "store=ivf", "store.vector_index.kind=ivf_pq", "store.vector_index.pq_bits=4"],
-        shared_datasets,
-        tmp_path / "run",
-        tmp_path / "cache",
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_settings_the_data_cannot_hold_are_one_line_before_any_build(
+    case: str, data_env: Path, tmp_path: Path
+) -> None:
+    """The experiment loop (which the command line runs) refuses with the ConfigError whose line
+    the command line prints after ``error: ``, before anything is embedded or built."""
+    overrides, line = REFUSED[case]
+    with pytest.raises(ConfigError) as caught:
+        run_experiment(smoke_settings(*SMOKE[1:], *overrides), tmp_path / "run")
+    assert f"error: {caught.value.line()}" == line
+    cache = Path(os.environ["VIKING_EVAL_CACHE"])  # the test's own (conftest)
+    assert not (cache / "stores").exists() and not (cache / "embeddings").exists()
+
+
+@pytest.mark.needs_data
+def test_a_fitting_ivf_pq_store_still_builds(data_env: Path, tmp_path: Path) -> None:
+    overrides = ["store=ivf", "store.vector_index.kind=ivf_pq", "store.vector_index.pq_bits=4"]
+    run_experiment(smoke_settings(*SMOKE[1:], *overrides), tmp_path / "run")
     environment = json.loads((tmp_path / "run" / "environment.json").read_text())
     assert "pq_m': 9" in str(environment) or '"pq_m": 9' in json.dumps(environment)
 
