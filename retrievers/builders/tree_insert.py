@@ -98,12 +98,15 @@ class _Tree:
         for node in self.nodes.values():
             if node.parent_uri is not None:
                 self.children[node.parent_uri].append(node.uri)
+        #: URI -> node index in the old tree (a dict: finish() looks up every record's node)
+        self.old_index: dict[str, int] = {uri: i for i, uri in enumerate(uris)}
         self.records: dict[tuple[str, int], FloatMatrix] = {}
         if tree.record_vectors is not None:
+            record_vectors = np.asarray(tree.record_vectors, dtype=np.float32)
             for node, level, vector in zip(
-                tree.record_nodes.tolist(), tree.record_levels.tolist(), tree.record_vectors, strict=True
+                tree.record_nodes.tolist(), tree.record_levels.tolist(), record_vectors, strict=True
             ):
-                self.records[(tree.uris[node], level)] = np.asarray(vector, dtype=np.float32)
+                self.records[(uris[node], level)] = vector
         self.leaf_of: dict[str, str] = {
             node.doc_id: uri for uri, node in self.nodes.items() if node.level == 2 and node.doc_id
         }
@@ -163,7 +166,8 @@ class _Tree:
         unchanged runs of nodes are copied as byte ranges), the structure arrays renumbered."""
         old = self.old
         dirty = sorted(self.dirty)
-        was_there = [uri for uri in dirty if uri in old.index_of]
+        old_index = self.old_index
+        was_there = [uri for uri in dirty if uri in old_index]
         fresh = [self.nodes[uri] for uri in dirty if uri in self.nodes]
         plan = plan_rows(IdColumn(old.uris.fixed_width(), check=False), was_there, [n.uri for n in fresh])
         runs = plan.runs()
@@ -183,10 +187,10 @@ class _Tree:
         full = plan.old_to_new.copy()  # old node -> new node, rewritten nodes included
         for uri in was_there:
             if uri in new_row:
-                full[old.index_of[uri]] = new_row[uri]
+                full[old_index[uri]] = new_row[uri]
 
         def index_of(uri: str) -> int:
-            return new_row[uri] if uri in new_row else int(full[old.index_of[uri]])
+            return new_row[uri] if uri in new_row else int(full[old_index[uri]])
 
         old_parents = np.asarray(old.parents)[plan.keep]
         mapped = np.where(old_parents >= 0, full[np.maximum(old_parents, 0)], -1)
@@ -229,10 +233,72 @@ class _Tree:
         )
 
 
-def _centroid(vectors: FloatMatrix, rows: Sequence[int]) -> FloatMatrix | None:
-    centre = np.asarray(vectors[np.asarray(rows, dtype=np.int64)], dtype=np.float64).sum(axis=0)
-    norm = float(np.linalg.norm(centre))
-    return (centre / norm).astype(np.float32) if norm > 0 else None
+def _subtree_sums(
+    work: _Tree, wanted: Sequence[str], matrix: npt.NDArray[Any], row_of: Mapping[str, int]
+) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, int]]:
+    """The sum of the leaf vectors (float64) and the number of leaves under each directory of
+    ``wanted``, for all of them in one pass: the directories under them numbered once, the
+    leaves summed into their directory at once, the sums carried up level by level (not one
+    walk of the subtree per directory)."""
+    nodes = work.nodes
+    index: dict[str, int] = {}
+    parent_uris: list[str | None] = []
+    leaf_ids: list[str] = []
+    leaf_parent: list[int] = []
+    stack = list(wanted)
+    while stack:  # every node under a wanted directory, each once (wanted ones nest)
+        uri = stack.pop()
+        if uri in index:
+            continue
+        index[uri] = len(parent_uris)
+        parent_uris.append(nodes[uri].parent_uri)
+        for child in work.children[uri]:
+            node = nodes[child]
+            if node.level == 2:
+                leaf_ids.append(str(node.doc_id))
+                leaf_parent.append(index[uri])
+            else:
+                stack.append(child)
+    parent = np.asarray([index.get(uri or "", -1) for uri in parent_uris], dtype=np.int64)
+    rows_of = getattr(row_of, "rows", None)
+    if rows_of is not None:
+        rows = np.asarray(rows_of(np.asarray(leaf_ids, dtype=object)), dtype=np.int64)
+    else:
+        rows = np.asarray([row_of[doc_id] for doc_id in leaf_ids], dtype=np.int64)
+    sums = np.zeros((parent.size, matrix.shape[1]), dtype=np.float64)
+    counts = np.zeros(parent.size, dtype=np.int64)
+    _add_grouped(sums, counts, np.asarray(leaf_parent, dtype=np.int64), matrix, rows, 1)
+    depth = np.zeros(parent.size, dtype=np.int64)
+    up = parent.copy()
+    while (up >= 0).any():
+        depth += up >= 0
+        up = np.where(up >= 0, parent[np.maximum(up, 0)], -1)
+    for level in range(int(depth.max(initial=0)), 0, -1):
+        at = np.flatnonzero(depth == level)
+        _add_grouped(sums, counts, parent[at], sums, at, counts[at])
+    return (
+        {uri: sums[index[uri]] for uri in wanted},
+        {uri: int(counts[index[uri]]) for uri in wanted},
+    )
+
+
+def _add_grouped(
+    sums: npt.NDArray[np.float64],
+    counts: IntArray,
+    targets: IntArray,
+    source: npt.NDArray[Any],
+    rows: IntArray,
+    weights: npt.ArrayLike,
+) -> None:
+    """``sums[targets[i]] += source[rows[i]]`` and ``counts[targets[i]] += weights[i]``, grouped
+    by target (a sort and one ``reduceat``, float64 accumulation)."""
+    if not targets.size:
+        return
+    order = np.argsort(targets, kind="stable")
+    targets = targets[order]
+    starts = np.flatnonzero(np.concatenate(([True], targets[1:] != targets[:-1])))
+    sums[targets[starts]] += np.add.reduceat(source[rows[order]], starts, axis=0, dtype=np.float64)
+    counts[targets[starts]] += np.add.reduceat(np.broadcast_to(weights, targets.shape)[order], starts)
 
 
 def changed_tree(
@@ -428,12 +494,13 @@ def _refresh(
             above.update(work.ancestors(uri))
     new = [uri for uri in made if uri in work.nodes]
     texts: list[tuple[str, int, str]] = []
+    sums, counts = _subtree_sums(work, sorted(above), matrix, row_of)
     for uri in sorted(above):
-        rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in work.leaves_under(uri)]
         node = work.nodes[uri]
-        metadata = {**node.metadata, "n_documents": len(rows)}
+        metadata = {**node.metadata, "n_documents": counts[uri]}
         abstract, content = node.abstract, node.content
         if uri in new:
+            rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in work.leaves_under(uri)]
             central = _central(matrix, rows, config.abstract_snippets or 1)
             abstract = "; ".join(_snippet(documents[r], config.snippet_chars) for r in central) + "."
             if config.overview:
@@ -449,7 +516,8 @@ def _refresh(
                 metadata=metadata,
             )
         )
-        centre = _centroid(matrix, rows)
+        norm = float(np.linalg.norm(sums[uri]))
+        centre = (sums[uri] / norm).astype(np.float32) if norm > 0 else None
         if config.directory_vector == "centroid" or (uri in new and embedder is None):
             if centre is not None:
                 work.records[(uri, 0)] = centre
