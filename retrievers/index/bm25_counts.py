@@ -181,28 +181,39 @@ def idf(method: str, df: int, n_docs: int) -> float:
     return math.log((n_docs + 1) / df)  # bm25+
 
 
+def _row_part(
+    method: str, doc_len: IntArray, avg_len: np.floating[Any], k1: float, b: float
+) -> npt.NDArray[np.float64]:
+    """The part of bm25s's term-frequency component that depends on the document alone, once
+    per row (the same float64 operations bm25s does per pair, so the same values): ``1 - b + b *
+    l_d / l_avg``, times ``k1`` except for bm25l."""
+    norm = b * doc_len.astype(np.float64) / avg_len  # b * l_d / l_avg
+    if method in ("robertson", "lucene"):
+        return k1 * ((1 - b) + norm)
+    if method == "bm25l":
+        return 1 - b + norm
+    return k1 * (1 - b + norm)
+
+
 def _tfc(
     method: str,
     tf: Float32Array,
-    doc_len: IntArray,
-    avg_len: np.floating[Any],
+    row_part: npt.NDArray[np.float64],
     k1: float,
-    b: float,
     delta: float,
 ) -> npt.NDArray[np.float64]:
     """bm25s's term-frequency component, with its dtypes: ``tf`` is float32, the length norm a
-    float64 scalar per document in bm25s (an array here, the same operations in the same
-    order), so most arithmetic is float64, but ``tf * (k1 + 1)`` stays float32 (a Python float
-    does not widen a float32 array)."""
-    norm = b * doc_len.astype(np.float64) / avg_len  # b * l_d / l_avg
+    float64 scalar per document in bm25s (``row_part``: :func:`_row_part` of each pair's row,
+    the same operations in the same order), so most arithmetic is float64, but ``tf * (k1 +
+    1)`` stays float32 (a Python float does not widen a float32 array)."""
     if method in ("robertson", "lucene"):
-        return tf / (k1 * ((1 - b) + norm) + tf)
+        return tf / (row_part + tf)
     if method == "atire":
-        return (tf * np.float32(k1 + 1)) / (tf + k1 * (1 - b + norm))
+        return (tf * np.float32(k1 + 1)) / (tf + row_part)
     if method == "bm25l":
-        c = tf / (1 - b + norm)
+        c = tf / row_part
         return ((k1 + 1) * (c + delta)) / (k1 + c + delta)
-    return (np.float32(k1 + 1) * tf) / (k1 * (1 - b + norm) + tf) + delta
+    return (np.float32(k1 + 1) * tf) / (row_part + tf) + delta
 
 
 def _tfc_at_zero(method: str, k1: float, b: float, delta: float, avg_len: np.floating[Any]) -> float:
@@ -226,13 +237,17 @@ def score_counts(counts: TermCounts, params: dict[str, object]) -> tuple[Float32
     n_docs = counts.n_rows
     doc_freq = counts.doc_freq()
     avg_len = counts.lengths.mean()
+    # idf per distinct document frequency (far fewer than terms), in Python floats as bm25s
+    distinct, of_term = np.unique(doc_freq, return_inverse=True)
+    idf_values = [idf(method, df, n_docs) for df in distinct.tolist()]
     idfs = np.zeros(doc_freq.size, dtype=np.float32)
-    idfs[:] = [idf(method, df, n_docs) for df in doc_freq.tolist()]
+    idfs[:] = np.asarray(idf_values, dtype=np.float64)[of_term]
     nonoccurrence: Float32Array | None = None
     if method in ("bm25l", "bm25+"):
         floor = _tfc_at_zero(method, k1, b, delta, avg_len)
         nonoccurrence = np.zeros(doc_freq.size, dtype=np.float32)
-        nonoccurrence[:] = [idf(method, df, n_docs) * floor for df in doc_freq.tolist()]
+        nonoccurrence[:] = np.asarray([value * floor for value in idf_values], dtype=np.float64)[of_term]
+    row_part = _row_part(method, counts.lengths, avg_len, k1, b)
     nnz = int(counts.indptr[-1])
     data = np.empty(nnz, dtype=np.float32)
     pair_term = np.repeat(np.arange(doc_freq.size, dtype=np.int64), doc_freq)
@@ -240,13 +255,7 @@ def score_counts(counts: TermCounts, params: dict[str, object]) -> tuple[Float32
         stop = min(nnz, start + _SCORE_BLOCK)
         term = pair_term[start:stop]
         values = idfs[term] * _tfc(
-            method,
-            counts.tf[start:stop].astype(np.float32),
-            counts.lengths[counts.rows[start:stop]],
-            avg_len,
-            k1,
-            b,
-            delta,
+            method, counts.tf[start:stop].astype(np.float32), row_part[counts.rows[start:stop]], k1, delta
         )
         if nonoccurrence is not None:
             values -= nonoccurrence[term]
