@@ -119,7 +119,8 @@ class TermCounts:
     def _appended(self, texts: Sequence[str], params: dict[str, object]) -> TermCounts:
         """:meth:`changed` when every row stays and the texts come after them (new ids sort
         after every stored id): each term's run gains the new rows at its end, so the old pairs
-        move by a per-term offset (no keys, no merge search); no term disappears."""
+        keep their order and fill the places the new ones leave (no keys, no merge search); no
+        term disappears."""
         term_local, row_local, new_tf, new_lengths, new_terms = encode_pairs(texts, params)
         union = sorted(set(self.terms).union(new_terms))
         union_of = {term: i for i, term in enumerate(union)}
@@ -136,15 +137,16 @@ class TermCounts:
         nnz = int(indptr[-1])
         out_rows = np.empty(nnz, dtype=np.int32)
         out_tf = np.empty(nnz, dtype=np.int32)
-        shift = indptr[old_map] - self.indptr[:-1]
-        old_places = np.arange(self.rows.size, dtype=np.int64) + np.repeat(shift, self.doc_freq())
-        out_rows[old_places] = self.rows
-        out_tf[old_places] = self.tf
         starts = np.concatenate(([0], np.cumsum(new_df)[:-1]))
         rank = np.arange(term.size, dtype=np.int64) - starts[term]
         new_places = indptr[term] + old_df[term] + rank
         out_rows[new_places] = rows
         out_tf[new_places] = tf
+        # the old pairs keep their order (old terms keep theirs in the union): they fill the rest
+        old_places = np.ones(nnz, dtype=np.bool_)
+        old_places[new_places] = False
+        out_rows[old_places] = self.rows
+        out_tf[old_places] = self.tf
         return TermCounts(
             terms=tuple(union),
             indptr=indptr,
