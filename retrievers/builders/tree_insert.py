@@ -41,8 +41,9 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.builders.hierarchy import build_tree, spherical_kmeans
+from retrievers.builders.tree_edit_nodes import EditNodes
 from retrievers.store.change_config import ChangeSettings
-from retrievers.store.columns import decode_metadata, encode_metadata
+from retrievers.store.columns import encode_metadata
 from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.ids import IdColumn
 from retrievers.store.row_plan import merge_text, plan_rows
@@ -74,32 +75,11 @@ class _Tree:
         self.old = tree
         #: URIs of nodes added, removed or rewritten (the others are the old tree's, unchanged)
         self.dirty: set[str] = set()
-        n = len(tree)
-        uris = tree.uris._block(0, n)  # whole columns at once: no per-node decoding
-        abstracts = tree.text_column("abstract")._block(0, n)
-        contents = tree.text_column("content")._block(0, n)
-        doc_ids = tree.text_column("doc_id")._block(0, n)
-        metadata = tree.text_column("metadata")._block(0, n)
-        levels = tree.levels.tolist()
-        parents = np.asarray(tree.parents).tolist()
-        self.nodes: dict[str, ContextNode] = {
-            uris[i]: ContextNode(
-                uri=uris[i],
-                level=levels[i],
-                parent_uri=uris[parents[i]] if parents[i] >= 0 else None,
-                abstract=abstracts[i],
-                content=contents[i],
-                doc_id=doc_ids[i] or None,
-                metadata=decode_metadata(metadata[i]),
-            )
-            for i in range(n)
-        }
-        self.children: dict[str, list[str]] = {uri: [] for uri in self.nodes}
-        for node in self.nodes.values():
-            if node.parent_uri is not None:
-                self.children[node.parent_uri].append(node.uri)
-        #: URI -> node index in the old tree (a dict: finish() looks up every record's node)
-        self.old_index: dict[str, int] = {uri: i for i, uri in enumerate(uris)}
+        self.nodes = EditNodes(tree)
+        uris = self.nodes.uris
+        self.children: dict[str, list[str]] = self.nodes.children_lists()
+        #: URI -> node index in the old tree (finish() looks up every record's node)
+        self.old_index: dict[str, int] = self.nodes.old_index
         self.records: dict[tuple[str, int], FloatMatrix] = {}
         if tree.record_vectors is not None:
             record_vectors = np.asarray(tree.record_vectors, dtype=np.float32)
@@ -107,19 +87,18 @@ class _Tree:
                 tree.record_nodes.tolist(), tree.record_levels.tolist(), record_vectors, strict=True
             ):
                 self.records[(uris[node], level)] = vector
-        self.leaf_of: dict[str, str] = {
-            node.doc_id: uri for uri, node in self.nodes.items() if node.level == 2 and node.doc_id
-        }
+        self.leaf_of: dict[str, str] = self.nodes.leaf_of()
 
     def dirs_under(self, uri: str) -> list[str]:
-        return sorted(child for child in self.children[uri] if self.nodes[child].level != 2)
+        level = self.nodes.level
+        return sorted(child for child in self.children[uri] if level(child) != 2)
 
     def leaves_under(self, uri: str) -> list[str]:
         found: list[str] = []
         stack = [uri]
         while stack:
             current = stack.pop()
-            if self.nodes[current].level == 2:
+            if self.nodes.level(current) == 2:
                 found.append(current)
             else:
                 stack.extend(self.children[current])
@@ -154,10 +133,10 @@ class _Tree:
 
     def ancestors(self, uri: str) -> list[str]:
         found = []
-        parent = self.nodes[uri].parent_uri
+        parent = self.nodes.parent_uri(uri)
         while parent is not None:
             found.append(parent)
-            parent = self.nodes[parent].parent_uri
+            parent = self.nodes.parent_uri(parent)
         return found
 
     def finish(self, info: Mapping[str, Any]) -> ContextTree:
@@ -251,11 +230,10 @@ def _subtree_sums(
         if uri in index:
             continue
         index[uri] = len(parent_uris)
-        parent_uris.append(nodes[uri].parent_uri)
+        parent_uris.append(nodes.parent_uri(uri))
         for child in work.children[uri]:
-            node = nodes[child]
-            if node.level == 2:
-                leaf_ids.append(str(node.doc_id))
+            if nodes.level(child) == 2:
+                leaf_ids.append(str(nodes.doc_id(child)))
                 leaf_parent.append(index[uri])
             else:
                 stack.append(child)
@@ -341,7 +319,7 @@ def changed_tree(
     if not work.nodes:
         raise TreeError("every document of the tree was removed: build a new store")
     made: list[str] = []
-    roots = sorted(uri for uri, node in work.nodes.items() if node.parent_uri is None)
+    roots = work.nodes.roots()
     for row in added_rows:
         doc = documents[row]
         home = _metadata_home(work, doc, config, made) if config.builder == "metadata_path" else None
@@ -367,7 +345,7 @@ def changed_tree(
         built_documents=built_over,
         changes_since_build=changes,
         n_nodes=len(work.nodes),
-        n_directories=sum(1 for node in work.nodes.values() if node.level != 2),
+        n_directories=work.nodes.n_directories(),
         splits_since_build=int(info.get("splits_since_build", 0)) + splits,
     )
     return work.finish(info), "inserted"
@@ -435,7 +413,7 @@ def _split(
     settings: ChangeSettings,
     made: list[str],
 ) -> bool:
-    leaves = sorted(child for child in work.children[uri] if work.nodes[child].level == 2)
+    leaves = sorted(child for child in work.children[uri] if work.nodes.level(child) == 2)
     if work.dirs_under(uri) or len(leaves) <= settings.tree_split_factor * config.max_leaf_size:
         return False
     rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in leaves]
