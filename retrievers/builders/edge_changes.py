@@ -23,7 +23,7 @@ the edges; weights agree to 1e-6).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,11 +48,11 @@ class _Rows:
 
     def __init__(self, documents: Sequence[Document]) -> None:
         self.documents = documents
-        self._metadata: list[dict[str, Any]] | None = None
+        self._metadata: Sequence[Mapping[str, Any]] | None = None
         self._groups: dict[tuple[str, ...], tuple[IntArray, list[tuple[str, ...]], IntArray]] = {}
 
     @property
-    def metadata(self) -> list[dict[str, Any]]:
+    def metadata(self) -> Sequence[Mapping[str, Any]]:
         if self._metadata is None:
             docs = self.documents
             if isinstance(docs, DocumentColumns):

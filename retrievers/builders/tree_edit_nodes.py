@@ -67,7 +67,7 @@ class EditNodes(MutableMapping[str, ContextNode]):
 
     def __contains__(self, uri: object) -> bool:
         if uri in self._changed:
-            return self._changed[uri] is not None  # type: ignore[index]
+            return self._changed[uri] is not None
         return uri in self.old_index
 
     def __setitem__(self, uri: str, node: ContextNode) -> None:
