@@ -6,20 +6,25 @@ A change touches a few hundred nodes of a tree of a hundred thousand; making a
 :class:`EditNodes` is a mapping URI -> node over the old tree's decoded columns: a node is made
 when it is first read (and kept), nodes set or removed by the change are held apart, and the
 fields a walk of the whole tree reads (level, parent, doc id) are read from the columns without
-making the node.
+making the node. :func:`subtree_sums` gives the directories' leaf-vector sums and leaf counts in
+one pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from retrievers.store.columns import decode_metadata_column
 from retrievers.store.tree import ContextTree
 from retrievers.types import ContextNode
 
-__all__ = ["EditNodes"]
+__all__ = ["EditNodes", "subtree_sums"]
+
+IntArray = npt.NDArray[np.int64]
 
 
 class EditNodes(MutableMapping[str, ContextNode]):
@@ -143,3 +148,73 @@ class EditNodes(MutableMapping[str, ContextNode]):
             if node is not None and node.level != 2:
                 count += 1
         return count
+
+
+def subtree_sums(
+    nodes: EditNodes,
+    children: Mapping[str, list[str]],
+    wanted: Sequence[str],
+    matrix: npt.NDArray[Any],
+    row_of: Mapping[str, int],
+) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, int]]:
+    """The sum of the leaf vectors (float64) and the number of leaves under each directory of
+    ``wanted``, for all of them in one pass: the directories under them numbered once, the
+    leaves summed into their directory at once, the sums carried up level by level (not one
+    walk of the subtree per directory)."""
+    index: dict[str, int] = {}
+    parent_uris: list[str | None] = []
+    leaf_ids: list[str] = []
+    leaf_parent: list[int] = []
+    stack = list(wanted)
+    while stack:  # every node under a wanted directory, each once (wanted ones nest)
+        uri = stack.pop()
+        if uri in index:
+            continue
+        index[uri] = len(parent_uris)
+        parent_uris.append(nodes.parent_uri(uri))
+        for child in children[uri]:
+            if nodes.level(child) == 2:
+                leaf_ids.append(str(nodes.doc_id(child)))
+                leaf_parent.append(index[uri])
+            else:
+                stack.append(child)
+    parent = np.asarray([index.get(uri or "", -1) for uri in parent_uris], dtype=np.int64)
+    rows_of = getattr(row_of, "rows", None)
+    if rows_of is not None:
+        rows = np.asarray(rows_of(np.asarray(leaf_ids, dtype=object)), dtype=np.int64)
+    else:
+        rows = np.asarray([row_of[doc_id] for doc_id in leaf_ids], dtype=np.int64)
+    sums = np.zeros((parent.size, matrix.shape[1]), dtype=np.float64)
+    counts = np.zeros(parent.size, dtype=np.int64)
+    _add_grouped(sums, counts, np.asarray(leaf_parent, dtype=np.int64), matrix, rows, 1)
+    depth = np.zeros(parent.size, dtype=np.int64)
+    up = parent.copy()
+    while (up >= 0).any():
+        depth += up >= 0
+        up = np.where(up >= 0, parent[np.maximum(up, 0)], -1)
+    for level in range(int(depth.max(initial=0)), 0, -1):
+        at = np.flatnonzero(depth == level)
+        _add_grouped(sums, counts, parent[at], sums, at, counts[at])
+    return (
+        {uri: sums[index[uri]] for uri in wanted},
+        {uri: int(counts[index[uri]]) for uri in wanted},
+    )
+
+
+def _add_grouped(
+    sums: npt.NDArray[np.float64],
+    counts: IntArray,
+    targets: IntArray,
+    source: npt.NDArray[Any],
+    rows: IntArray,
+    weights: npt.ArrayLike,
+) -> None:
+    """``sums[targets[i]] += source[rows[i]]`` and ``counts[targets[i]] += weights[i]``, grouped
+    by target (a sort and one ``reduceat``, float64 accumulation)."""
+    if not targets.size:
+        return
+    order = np.argsort(targets, kind="stable")
+    targets = targets[order]
+    starts = np.flatnonzero(np.concatenate(([True], targets[1:] != targets[:-1])))
+    sums[targets[starts]] += np.add.reduceat(source[rows[order]], starts, axis=0, dtype=np.float64)
+    counts[targets[starts]] += np.add.reduceat(np.broadcast_to(weights, targets.shape)[order], starts)
