@@ -252,14 +252,14 @@ def score_counts(counts: TermCounts, params: dict[str, object]) -> tuple[Float32
     row_part = _row_part(method, counts.lengths, avg_len, k1, b)
     nnz = int(counts.indptr[-1])
     data = np.empty(nnz, dtype=np.float32)
-    pair_term = np.repeat(np.arange(doc_freq.size, dtype=np.int64), doc_freq)
+    idf_of_pair = np.repeat(idfs, doc_freq)  # each pair's term's idf (float32, as idfs[term])
+    floor_of_pair = None if nonoccurrence is None else np.repeat(nonoccurrence, doc_freq)
     for start in range(0, nnz, _SCORE_BLOCK):
         stop = min(nnz, start + _SCORE_BLOCK)
-        term = pair_term[start:stop]
-        values = idfs[term] * _tfc(
+        values = idf_of_pair[start:stop] * _tfc(
             method, counts.tf[start:stop].astype(np.float32), row_part[counts.rows[start:stop]], k1, delta
         )
-        if nonoccurrence is not None:
-            values -= nonoccurrence[term]
+        if floor_of_pair is not None:
+            values -= floor_of_pair[start:stop]
         data[start:stop] = values
     return data, nonoccurrence
