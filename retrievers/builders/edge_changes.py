@@ -15,6 +15,12 @@ ids are inserted or removed in the middle of the id order) and recomputes, per b
   mentions depend on every document's TF-IDF weights).
 * ``llm``: refused (it would call the LLM again): rebuild the store.
 
+What the cost is made of: the metadata column parsed once (one ``json.loads``, only when a
+builder groups rows), each row's group as an integer code, the merges of all beaten rows of a
+group in one vectorised step, and the new edges sorted alone and merged into the kept ones,
+which the renumbering leaves in CSR order (:func:`_merged`: no sort of every edge). Small
+matrix products run on one BLAS thread (threads cost more than such products).
+
 The result holds the edges a fresh build of the same documents holds, except where two
 neighbours tie at the k-th place to float32 rounding: a cosine computed in a matrix product
 of another shape can differ in its last bit, so such a tie can go the other way (tests compare
