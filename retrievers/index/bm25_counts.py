@@ -72,31 +72,33 @@ class TermCounts:
             return self._appended(texts, params)
         kept_to = np.full(self.n_rows, -1, dtype=np.int64)
         kept_to[keep] = np.flatnonzero(~is_new)
-        # the kept rows' pairs, renumbered (monotone: runs stay ascending)
-        pair_term = np.repeat(np.arange(len(self.terms), dtype=np.int64), self.doc_freq())
-        moved = kept_to[self.rows]
-        alive = moved >= 0
-        old_term, old_rows, old_tf = pair_term[alive], moved[alive], self.tf[alive]
         # the new texts' pairs
         new_term_local, new_row_local, new_tf, new_lengths, new_terms = encode_pairs(texts, params)
         union = sorted(set(self.terms).union(new_terms))
         union_of = {term: i for i, term in enumerate(union)}
         old_map = np.fromiter((union_of[t] for t in self.terms), dtype=np.int64, count=len(self.terms))
         new_map = np.fromiter((union_of[t] for t in new_terms), dtype=np.int64, count=len(new_terms))
-        old_keys = (old_map[old_term] << 32) | old_rows
+        # the kept rows' pairs, renumbered (monotone: runs stay ascending), terms in the union
+        old_term = np.repeat(old_map, self.doc_freq())
+        old_rows = kept_to[self.rows]
+        old_tf = self.tf
+        alive = old_rows >= 0
+        if not alive.all():
+            old_term, old_rows, old_tf = old_term[alive], old_rows[alive], old_tf[alive]
+        old_keys = (old_term << 32) | old_rows
         new_keys = (new_map[new_term_local] << 32) | np.asarray(new_rows, dtype=np.int64)[new_row_local]
         order = np.argsort(new_keys, kind="stable")
         new_keys, new_tf = new_keys[order], new_tf[order]
-        # merge two sorted runs: the new pairs' places, then the old pairs fill the rest
+        # merge two sorted runs: the new pairs' places, then the old pairs fill the rest in order
         places = np.searchsorted(old_keys, new_keys) + np.arange(new_keys.size)
-        keys = np.empty(old_keys.size + new_keys.size, dtype=np.int64)
-        tf = np.empty(keys.size, dtype=np.int32)
-        is_new_pair = np.zeros(keys.size, dtype=np.bool_)
-        is_new_pair[places] = True
-        keys[places], tf[places] = new_keys, new_tf
-        keys[~is_new_pair], tf[~is_new_pair] = old_keys, old_tf
-        term_of = keys >> 32
-        df = np.bincount(term_of, minlength=len(union))
+        total = old_keys.size + new_keys.size
+        rows = np.empty(total, dtype=np.int32)
+        tf = np.empty(total, dtype=np.int32)
+        rows[places], tf[places] = new_keys & 0xFFFFFFFF, new_tf
+        from_old = np.ones(total, dtype=np.bool_)
+        from_old[places] = False
+        rows[from_old], tf[from_old] = old_rows, old_tf
+        df = np.bincount(old_term, minlength=len(union)) + np.bincount(new_keys >> 32, minlength=len(union))
         present = df > 0
         if not present.any():
             raise ValueError(
@@ -111,7 +113,7 @@ class TermCounts:
         return TermCounts(
             terms=tuple(term for term, here in zip(union, present.tolist(), strict=True) if here),
             indptr=indptr,
-            rows=(keys & 0xFFFFFFFF).astype(np.int32),
+            rows=rows,
             tf=tf,
             lengths=lengths,
         )
