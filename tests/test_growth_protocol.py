@@ -212,7 +212,10 @@ def test_questions_are_asked_only_once_their_evidence_is_in_memory(
             assert sorted(values["R@10"]) == expected  # never a question whose evidence is not in memory
     assert document["steps"][0]["memory"] == {"documents": 6, "documents_per_scope": 3.0, "scopes": 2}
     assert document["steps"][2]["memory"] == {"documents": 15, "documents_per_scope": 7.5, "scopes": 2}
-    assert all(record["ingest"]["kind"] == "rebuild" for record in document["steps"])
+    # growth.ingest=add: step 1 builds the store, later steps add to it; each names its versions
+    assert [record["ingest"]["kind"] for record in document["steps"]] == ["build", "add", "add"]
+    assert [len(record["ingest"]["history"]) for record in document["steps"]] == [0, 2, 3]
+    assert [record["ingest"]["history"][-1]["n_documents"] for record in document["steps"][1:]] == [12, 15]
     for name in (
         "growth.json",
         "growth.csv",
@@ -342,7 +345,7 @@ def test_growth_csv_has_one_row_per_step_retriever_group_and_metric(
         "(all)",
         "R@10",
     )
-    assert first["ingest_kind"] == "rebuild"
+    assert first["ingest_kind"] == "build"  # step 1 builds the store; later steps add to it
 
 
 def _record(step: int, values: dict[str, float]) -> dict[str, Any]:

@@ -41,8 +41,9 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.builders.hierarchy import build_tree, spherical_kmeans
+from retrievers.builders.tree_edit_nodes import EditNodes, subtree_sums
 from retrievers.store.change_config import ChangeSettings
-from retrievers.store.columns import decode_metadata, encode_metadata
+from retrievers.store.columns import encode_metadata
 from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.ids import IdColumn
 from retrievers.store.row_plan import merge_text, plan_rows
@@ -74,49 +75,30 @@ class _Tree:
         self.old = tree
         #: URIs of nodes added, removed or rewritten (the others are the old tree's, unchanged)
         self.dirty: set[str] = set()
-        n = len(tree)
-        uris = tree.uris._block(0, n)  # whole columns at once: no per-node decoding
-        abstracts = tree.text_column("abstract")._block(0, n)
-        contents = tree.text_column("content")._block(0, n)
-        doc_ids = tree.text_column("doc_id")._block(0, n)
-        metadata = tree.text_column("metadata")._block(0, n)
-        levels = tree.levels.tolist()
-        parents = np.asarray(tree.parents).tolist()
-        self.nodes: dict[str, ContextNode] = {
-            uris[i]: ContextNode(
-                uri=uris[i],
-                level=levels[i],
-                parent_uri=uris[parents[i]] if parents[i] >= 0 else None,
-                abstract=abstracts[i],
-                content=contents[i],
-                doc_id=doc_ids[i] or None,
-                metadata=decode_metadata(metadata[i]),
-            )
-            for i in range(n)
-        }
-        self.children: dict[str, list[str]] = {uri: [] for uri in self.nodes}
-        for node in self.nodes.values():
-            if node.parent_uri is not None:
-                self.children[node.parent_uri].append(node.uri)
+        self.nodes = EditNodes(tree)
+        uris = self.nodes.uris
+        self.children: dict[str, list[str]] = self.nodes.children_lists()
+        #: URI -> node index in the old tree (finish() looks up every record's node)
+        self.old_index: dict[str, int] = self.nodes.old_index
         self.records: dict[tuple[str, int], FloatMatrix] = {}
         if tree.record_vectors is not None:
+            record_vectors = np.asarray(tree.record_vectors, dtype=np.float32)
             for node, level, vector in zip(
-                tree.record_nodes.tolist(), tree.record_levels.tolist(), tree.record_vectors, strict=True
+                tree.record_nodes.tolist(), tree.record_levels.tolist(), record_vectors, strict=True
             ):
-                self.records[(tree.uris[node], level)] = np.asarray(vector, dtype=np.float32)
-        self.leaf_of: dict[str, str] = {
-            node.doc_id: uri for uri, node in self.nodes.items() if node.level == 2 and node.doc_id
-        }
+                self.records[(uris[node], level)] = vector
+        self.leaf_of: dict[str, str] = self.nodes.leaf_of()
 
     def dirs_under(self, uri: str) -> list[str]:
-        return sorted(child for child in self.children[uri] if self.nodes[child].level != 2)
+        level = self.nodes.level
+        return sorted(child for child in self.children[uri] if level(child) != 2)
 
     def leaves_under(self, uri: str) -> list[str]:
         found: list[str] = []
         stack = [uri]
         while stack:
             current = stack.pop()
-            if self.nodes[current].level == 2:
+            if self.nodes.level(current) == 2:
                 found.append(current)
             else:
                 stack.extend(self.children[current])
@@ -151,10 +133,10 @@ class _Tree:
 
     def ancestors(self, uri: str) -> list[str]:
         found = []
-        parent = self.nodes[uri].parent_uri
+        parent = self.nodes.parent_uri(uri)
         while parent is not None:
             found.append(parent)
-            parent = self.nodes[parent].parent_uri
+            parent = self.nodes.parent_uri(parent)
         return found
 
     def finish(self, info: Mapping[str, Any]) -> ContextTree:
@@ -163,7 +145,8 @@ class _Tree:
         unchanged runs of nodes are copied as byte ranges), the structure arrays renumbered."""
         old = self.old
         dirty = sorted(self.dirty)
-        was_there = [uri for uri in dirty if uri in old.index_of]
+        old_index = self.old_index
+        was_there = [uri for uri in dirty if uri in old_index]
         fresh = [self.nodes[uri] for uri in dirty if uri in self.nodes]
         plan = plan_rows(IdColumn(old.uris.fixed_width(), check=False), was_there, [n.uri for n in fresh])
         runs = plan.runs()
@@ -183,10 +166,10 @@ class _Tree:
         full = plan.old_to_new.copy()  # old node -> new node, rewritten nodes included
         for uri in was_there:
             if uri in new_row:
-                full[old.index_of[uri]] = new_row[uri]
+                full[old_index[uri]] = new_row[uri]
 
         def index_of(uri: str) -> int:
-            return new_row[uri] if uri in new_row else int(full[old.index_of[uri]])
+            return new_row[uri] if uri in new_row else int(full[old_index[uri]])
 
         old_parents = np.asarray(old.parents)[plan.keep]
         mapped = np.where(old_parents >= 0, full[np.maximum(old_parents, 0)], -1)
@@ -229,12 +212,6 @@ class _Tree:
         )
 
 
-def _centroid(vectors: FloatMatrix, rows: Sequence[int]) -> FloatMatrix | None:
-    centre = np.asarray(vectors[np.asarray(rows, dtype=np.int64)], dtype=np.float64).sum(axis=0)
-    norm = float(np.linalg.norm(centre))
-    return (centre / norm).astype(np.float32) if norm > 0 else None
-
-
 def changed_tree(
     tree: ContextTree,
     documents: Sequence[Document],
@@ -275,7 +252,7 @@ def changed_tree(
     if not work.nodes:
         raise TreeError("every document of the tree was removed: build a new store")
     made: list[str] = []
-    roots = sorted(uri for uri, node in work.nodes.items() if node.parent_uri is None)
+    roots = work.nodes.roots()
     for row in added_rows:
         doc = documents[row]
         home = _metadata_home(work, doc, config, made) if config.builder == "metadata_path" else None
@@ -301,7 +278,7 @@ def changed_tree(
         built_documents=built_over,
         changes_since_build=changes,
         n_nodes=len(work.nodes),
-        n_directories=sum(1 for node in work.nodes.values() if node.level != 2),
+        n_directories=work.nodes.n_directories(),
         splits_since_build=int(info.get("splits_since_build", 0)) + splits,
     )
     return work.finish(info), "inserted"
@@ -369,7 +346,7 @@ def _split(
     settings: ChangeSettings,
     made: list[str],
 ) -> bool:
-    leaves = sorted(child for child in work.children[uri] if work.nodes[child].level == 2)
+    leaves = sorted(child for child in work.children[uri] if work.nodes.level(child) == 2)
     if work.dirs_under(uri) or len(leaves) <= settings.tree_split_factor * config.max_leaf_size:
         return False
     rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in leaves]
@@ -428,12 +405,13 @@ def _refresh(
             above.update(work.ancestors(uri))
     new = [uri for uri in made if uri in work.nodes]
     texts: list[tuple[str, int, str]] = []
+    sums, counts = subtree_sums(work.nodes, work.children, sorted(above), matrix, row_of)
     for uri in sorted(above):
-        rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in work.leaves_under(uri)]
         node = work.nodes[uri]
-        metadata = {**node.metadata, "n_documents": len(rows)}
+        metadata = {**node.metadata, "n_documents": counts[uri]}
         abstract, content = node.abstract, node.content
         if uri in new:
+            rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in work.leaves_under(uri)]
             central = _central(matrix, rows, config.abstract_snippets or 1)
             abstract = "; ".join(_snippet(documents[r], config.snippet_chars) for r in central) + "."
             if config.overview:
@@ -449,7 +427,8 @@ def _refresh(
                 metadata=metadata,
             )
         )
-        centre = _centroid(matrix, rows)
+        norm = float(np.linalg.norm(sums[uri]))
+        centre = (sums[uri] / norm).astype(np.float32) if norm > 0 else None
         if config.directory_vector == "centroid" or (uri in new and embedder is None):
             if centre is not None:
                 work.records[(uri, 0)] = centre

@@ -17,7 +17,8 @@ ivf_pq     (``remove_ids``), the kept rows' labels rewritten in every inverted l
 ========== ==================================================================================
 
 The old index is never changed (it may be memory-mapped from another version's folder): it is
-copied first (``serialize_index`` / ``deserialize_index``: an in-memory copy). Whatever the
+copied first (``clone_index``; an index memory-mapped from disk, which faiss cannot clone, by
+``serialize_index`` / ``deserialize_index``). Labels are rewritten only when rows shift. Whatever the
 kind, searches keep :class:`~retrievers.index.ann.FaissVectorIndex`'s contract: candidates are
 rescored exactly, so the scores of what is found are exact; only recall is approximate.
 """
@@ -41,8 +42,14 @@ ChangeKind = Literal["appended", "relabelled", "rebuilt"]
 
 
 def _copy(index: Any) -> Any:
+    """An independent in-memory copy of a faiss index: ``clone_index`` (one copy of its arrays),
+    or, for what it cannot clone (inverted lists memory-mapped from disk), a round trip through
+    ``serialize_index``."""
     faiss = _faiss()
-    return faiss.deserialize_index(faiss.serialize_index(index))
+    try:
+        return faiss.clone_index(index)
+    except RuntimeError:
+        return faiss.deserialize_index(faiss.serialize_index(index))
 
 
 def changed_index(
@@ -71,7 +78,8 @@ def changed_index(
         if removed.any():
             raw.remove_ids(faiss.IDSelectorBatch(np.flatnonzero(removed).astype(np.int64)))
         lists = raw.invlists
-        for list_no in range(int(raw.nlist)):
+        shifted = removed.any() or not np.array_equal(old_to_new, np.arange(n_old))
+        for list_no in range(int(raw.nlist) if shifted else 0):  # labels are rows: renumber
             size = int(lists.list_size(list_no))
             if size:
                 labels = faiss.rev_swig_ptr(lists.get_ids(list_no), size)

@@ -72,31 +72,33 @@ class TermCounts:
             return self._appended(texts, params)
         kept_to = np.full(self.n_rows, -1, dtype=np.int64)
         kept_to[keep] = np.flatnonzero(~is_new)
-        # the kept rows' pairs, renumbered (monotone: runs stay ascending)
-        pair_term = np.repeat(np.arange(len(self.terms), dtype=np.int64), self.doc_freq())
-        moved = kept_to[self.rows]
-        alive = moved >= 0
-        old_term, old_rows, old_tf = pair_term[alive], moved[alive], self.tf[alive]
         # the new texts' pairs
         new_term_local, new_row_local, new_tf, new_lengths, new_terms = encode_pairs(texts, params)
         union = sorted(set(self.terms).union(new_terms))
         union_of = {term: i for i, term in enumerate(union)}
         old_map = np.fromiter((union_of[t] for t in self.terms), dtype=np.int64, count=len(self.terms))
         new_map = np.fromiter((union_of[t] for t in new_terms), dtype=np.int64, count=len(new_terms))
-        old_keys = (old_map[old_term] << 32) | old_rows
+        # the kept rows' pairs, renumbered (monotone: runs stay ascending), terms in the union
+        old_term = np.repeat(old_map, self.doc_freq())
+        old_rows = kept_to[self.rows]
+        old_tf = self.tf
+        alive = old_rows >= 0
+        if not alive.all():
+            old_term, old_rows, old_tf = old_term[alive], old_rows[alive], old_tf[alive]
+        old_keys = (old_term << 32) | old_rows
         new_keys = (new_map[new_term_local] << 32) | np.asarray(new_rows, dtype=np.int64)[new_row_local]
         order = np.argsort(new_keys, kind="stable")
         new_keys, new_tf = new_keys[order], new_tf[order]
-        # merge two sorted runs: the new pairs' places, then the old pairs fill the rest
+        # merge two sorted runs: the new pairs' places, then the old pairs fill the rest in order
         places = np.searchsorted(old_keys, new_keys) + np.arange(new_keys.size)
-        keys = np.empty(old_keys.size + new_keys.size, dtype=np.int64)
-        tf = np.empty(keys.size, dtype=np.int32)
-        is_new_pair = np.zeros(keys.size, dtype=np.bool_)
-        is_new_pair[places] = True
-        keys[places], tf[places] = new_keys, new_tf
-        keys[~is_new_pair], tf[~is_new_pair] = old_keys, old_tf
-        term_of = keys >> 32
-        df = np.bincount(term_of, minlength=len(union))
+        total = old_keys.size + new_keys.size
+        rows = np.empty(total, dtype=np.int32)
+        tf = np.empty(total, dtype=np.int32)
+        rows[places], tf[places] = new_keys & 0xFFFFFFFF, new_tf
+        from_old = np.ones(total, dtype=np.bool_)
+        from_old[places] = False
+        rows[from_old], tf[from_old] = old_rows, old_tf
+        df = np.bincount(old_term, minlength=len(union)) + np.bincount(new_keys >> 32, minlength=len(union))
         present = df > 0
         if not present.any():
             raise ValueError(
@@ -111,7 +113,7 @@ class TermCounts:
         return TermCounts(
             terms=tuple(term for term, here in zip(union, present.tolist(), strict=True) if here),
             indptr=indptr,
-            rows=(keys & 0xFFFFFFFF).astype(np.int32),
+            rows=rows,
             tf=tf,
             lengths=lengths,
         )
@@ -119,7 +121,8 @@ class TermCounts:
     def _appended(self, texts: Sequence[str], params: dict[str, object]) -> TermCounts:
         """:meth:`changed` when every row stays and the texts come after them (new ids sort
         after every stored id): each term's run gains the new rows at its end, so the old pairs
-        move by a per-term offset (no keys, no merge search); no term disappears."""
+        keep their order and fill the places the new ones leave (no keys, no merge search); no
+        term disappears."""
         term_local, row_local, new_tf, new_lengths, new_terms = encode_pairs(texts, params)
         union = sorted(set(self.terms).union(new_terms))
         union_of = {term: i for i, term in enumerate(union)}
@@ -136,15 +139,16 @@ class TermCounts:
         nnz = int(indptr[-1])
         out_rows = np.empty(nnz, dtype=np.int32)
         out_tf = np.empty(nnz, dtype=np.int32)
-        shift = indptr[old_map] - self.indptr[:-1]
-        old_places = np.arange(self.rows.size, dtype=np.int64) + np.repeat(shift, self.doc_freq())
-        out_rows[old_places] = self.rows
-        out_tf[old_places] = self.tf
         starts = np.concatenate(([0], np.cumsum(new_df)[:-1]))
         rank = np.arange(term.size, dtype=np.int64) - starts[term]
         new_places = indptr[term] + old_df[term] + rank
         out_rows[new_places] = rows
         out_tf[new_places] = tf
+        # the old pairs keep their order (old terms keep theirs in the union): they fill the rest
+        old_places = np.ones(nnz, dtype=np.bool_)
+        old_places[new_places] = False
+        out_rows[old_places] = self.rows
+        out_tf[old_places] = self.tf
         return TermCounts(
             terms=tuple(union),
             indptr=indptr,
@@ -181,28 +185,39 @@ def idf(method: str, df: int, n_docs: int) -> float:
     return math.log((n_docs + 1) / df)  # bm25+
 
 
+def _row_part(
+    method: str, doc_len: IntArray, avg_len: np.floating[Any], k1: float, b: float
+) -> npt.NDArray[np.float64]:
+    """The part of bm25s's term-frequency component that depends on the document alone, once
+    per row (the same float64 operations bm25s does per pair, so the same values): ``1 - b + b *
+    l_d / l_avg``, times ``k1`` except for bm25l."""
+    norm = b * doc_len.astype(np.float64) / avg_len  # b * l_d / l_avg
+    if method in ("robertson", "lucene"):
+        return k1 * ((1 - b) + norm)
+    if method == "bm25l":
+        return 1 - b + norm
+    return k1 * (1 - b + norm)
+
+
 def _tfc(
     method: str,
     tf: Float32Array,
-    doc_len: IntArray,
-    avg_len: np.floating[Any],
+    row_part: npt.NDArray[np.float64],
     k1: float,
-    b: float,
     delta: float,
 ) -> npt.NDArray[np.float64]:
     """bm25s's term-frequency component, with its dtypes: ``tf`` is float32, the length norm a
-    float64 scalar per document in bm25s (an array here, the same operations in the same
-    order), so most arithmetic is float64, but ``tf * (k1 + 1)`` stays float32 (a Python float
-    does not widen a float32 array)."""
-    norm = b * doc_len.astype(np.float64) / avg_len  # b * l_d / l_avg
+    float64 scalar per document in bm25s (``row_part``: :func:`_row_part` of each pair's row,
+    the same operations in the same order), so most arithmetic is float64, but ``tf * (k1 +
+    1)`` stays float32 (a Python float does not widen a float32 array)."""
     if method in ("robertson", "lucene"):
-        return tf / (k1 * ((1 - b) + norm) + tf)
+        return tf / (row_part + tf)
     if method == "atire":
-        return (tf * np.float32(k1 + 1)) / (tf + k1 * (1 - b + norm))
+        return (tf * np.float32(k1 + 1)) / (tf + row_part)
     if method == "bm25l":
-        c = tf / (1 - b + norm)
+        c = tf / row_part
         return ((k1 + 1) * (c + delta)) / (k1 + c + delta)
-    return (np.float32(k1 + 1) * tf) / (k1 * (1 - b + norm) + tf) + delta
+    return (np.float32(k1 + 1) * tf) / (row_part + tf) + delta
 
 
 def _tfc_at_zero(method: str, k1: float, b: float, delta: float, avg_len: np.floating[Any]) -> float:
@@ -226,29 +241,27 @@ def score_counts(counts: TermCounts, params: dict[str, object]) -> tuple[Float32
     n_docs = counts.n_rows
     doc_freq = counts.doc_freq()
     avg_len = counts.lengths.mean()
+    # idf per distinct document frequency (far fewer than terms), in Python floats as bm25s
+    distinct, of_term = np.unique(doc_freq, return_inverse=True)
+    idf_values = [idf(method, df, n_docs) for df in distinct.tolist()]
     idfs = np.zeros(doc_freq.size, dtype=np.float32)
-    idfs[:] = [idf(method, df, n_docs) for df in doc_freq.tolist()]
+    idfs[:] = np.asarray(idf_values, dtype=np.float64)[of_term]
     nonoccurrence: Float32Array | None = None
     if method in ("bm25l", "bm25+"):
         floor = _tfc_at_zero(method, k1, b, delta, avg_len)
         nonoccurrence = np.zeros(doc_freq.size, dtype=np.float32)
-        nonoccurrence[:] = [idf(method, df, n_docs) * floor for df in doc_freq.tolist()]
+        nonoccurrence[:] = np.asarray([value * floor for value in idf_values], dtype=np.float64)[of_term]
+    row_part = _row_part(method, counts.lengths, avg_len, k1, b)
     nnz = int(counts.indptr[-1])
     data = np.empty(nnz, dtype=np.float32)
-    pair_term = np.repeat(np.arange(doc_freq.size, dtype=np.int64), doc_freq)
+    idf_of_pair = np.repeat(idfs, doc_freq)  # each pair's term's idf (float32, as idfs[term])
+    floor_of_pair = None if nonoccurrence is None else np.repeat(nonoccurrence, doc_freq)
     for start in range(0, nnz, _SCORE_BLOCK):
         stop = min(nnz, start + _SCORE_BLOCK)
-        term = pair_term[start:stop]
-        values = idfs[term] * _tfc(
-            method,
-            counts.tf[start:stop].astype(np.float32),
-            counts.lengths[counts.rows[start:stop]],
-            avg_len,
-            k1,
-            b,
-            delta,
+        values = idf_of_pair[start:stop] * _tfc(
+            method, counts.tf[start:stop].astype(np.float32), row_part[counts.rows[start:stop]], k1, delta
         )
-        if nonoccurrence is not None:
-            values -= nonoccurrence[term]
+        if floor_of_pair is not None:
+            values -= floor_of_pair[start:stop]
         data[start:stop] = values
     return data, nonoccurrence

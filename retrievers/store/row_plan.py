@@ -47,7 +47,12 @@ class RowPlan:
         before = np.asarray(old)
         after = np.asarray(new, dtype=before.dtype)
         out = np.empty((self.n_rows, *before.shape[1:]), dtype=before.dtype)
-        out[self.kept_rows] = before[self.keep]
+        runs = self.runs()
+        if len(runs) * 16 <= max(self.n_rows, 1):  # few long runs: copied as slices (no gather)
+            for old_start, new_start, length in runs:
+                out[new_start : new_start + length] = before[old_start : old_start + length]
+        else:
+            out[self.kept_rows] = before[self.keep]
         out[self.new_rows] = after
         return out
 

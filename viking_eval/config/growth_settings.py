@@ -12,6 +12,10 @@ are ordered into steps:
 - ``time``: by the timestamp in the metadata key ``order_key`` (epoch seconds, ISO 8601, or LoCoMo's
   ``1:56 pm on 8 May, 2023``; ties by id), cut into ``steps`` steps of equal size.
 
+``ingest``: ``add`` (default) puts each step's documents into the store with
+``ContextStore.add`` (incremental: BM25 and exact search as a rebuild's, the tree inserted into
+and edges updated); ``rebuild`` builds the whole store again at every step.
+
 ``keep_runs``: keep each step's TREC run files (``steps/<n>/runs/``); off by default, since a run
 file per retriever per step adds up. Every option is checked before any data is read.
 """
@@ -39,6 +43,12 @@ class GrowthSettings(Params):
         None, low=1, high=100_000, doc="the number of steps (by=metadata: null = one per value)"
     )
     keep_runs: bool = param(False, doc="keep every step's run files")
+    ingest: str = param(
+        "add",
+        choices=("add", "rebuild"),
+        doc="how a step's documents enter the memory: add = ContextStore.add (incremental), "
+        "rebuild = the whole store built again",
+    )
 
     def check(self) -> None:
         if self.by is None:

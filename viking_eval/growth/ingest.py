@@ -1,10 +1,15 @@
-"""Putting documents into the memory: :func:`grow`, the one place a growth run adds documents.
+"""Putting documents into the memory: :func:`ingest` (and :func:`grow`), the one place a growth
+run adds documents.
 
-Incremental stores (``store.add``, issue 29 part 1) are not in this branch, so :func:`grow` is a
-FULL REBUILD: the documents the store holds plus the new ones, built into a new store from
-scratch (BM25, vectors, tree, edges, timestamps). Once stores can add documents, its body
-becomes ``store.add(new_documents)`` (and ``build`` for the first step); nothing else changes.
-:data:`INGEST_KIND` names what the recorded ingest cost measures and is written into every step.
+The first step builds the store. Every later step, with ``growth.ingest=add`` (the default),
+adds its documents with :meth:`ContextStore.add <retrievers.store.ContextStore.add>`
+(docs/incremental.md): BM25 and exact vector search then hold exactly what a rebuild of the same
+documents holds; the tree is inserted into (or built again past the change's rebuild threshold)
+and the edges updated, which differ from a rebuild's by design. A store ``add`` cannot change
+(chunked stores, ``llm`` edges) is built again, and ``growth.ingest=rebuild`` builds it again
+at every step. Each step records which path made its store (:class:`Ingested`: ``kind`` =
+``build``, ``add`` or ``rebuild``, the tree's ``inserted`` / ``rebuilt``, the store's version
+history).
 
 Each text is embedded once per run (:class:`MemoEmbedder`): the whole corpus up front through the
 content-addressed cache (:func:`embed_up_front`; the same vectors a normal run of the dataset
@@ -17,20 +22,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from retrievers.builders import FullTexts, build_store
-from retrievers.store import ContextStore, StoreConfig
+from retrievers.store import ChangeSettings, ContextStore, StoreConfig
 from retrievers.types import Document, Embedder, EncodeKind
 from viking_eval.run.cached_embedder import CachedEmbedder
 
-__all__ = ["INGEST_KIND", "MemoEmbedder", "StoreRecipe", "embed_up_front", "grow"]
-
-INGEST_KIND = "rebuild"
-"""What one ingest is: ``rebuild`` (the whole store built again from the documents so far)."""
+__all__ = ["Ingested", "MemoEmbedder", "StoreRecipe", "add_refusal", "embed_up_front", "grow", "ingest"]
 
 
 class MemoEmbedder:
@@ -80,20 +83,74 @@ def embed_up_front(embedder: MemoEmbedder, cached: CachedEmbedder, documents: It
 
 @dataclass(frozen=True)
 class StoreRecipe:
-    """What a store is built with: the store settings, the embedder and the dataset folder (where
-    a tree finds its summaries file)."""
+    """What a store is built with: the store settings, the embedder, the dataset folder (where
+    a tree finds its summaries file) and how later steps enter it (``growth.ingest``)."""
 
     config: StoreConfig
     embedder: Embedder
     source_folder: Path | None = None
+    ingest: str = "add"
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A store after an ingest and how it was made: ``kind`` is ``build`` (the first step),
+    ``add`` (:meth:`ContextStore.add`) or ``rebuild``; ``parts`` the seconds per store part
+    (the build's or the change's), ``tree`` ``inserted`` / ``rebuilt`` for an add of a store with
+    a tree, ``reason`` why a ``rebuild`` was not an ``add``."""
+
+    store: ContextStore
+    kind: str
+    parts: dict[str, float] = field(default_factory=dict)
+    tree: str | None = None
+    reason: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The step record's part of it (beside the ingest seconds)."""
+        return {
+            "kind": self.kind,
+            "parts": dict(self.parts),
+            "tree": self.tree,
+            "reason": self.reason,
+            "history": [version.to_dict() for version in self.store.history],
+        }
+
+
+def add_refusal(store: ContextStore) -> str | None:
+    """Why ``store`` cannot take documents with :meth:`ContextStore.add` (None: it can)."""
+    if store.chunked:
+        return "a chunked store (store.chunking) cannot be added to"
+    edges = store.config.edges
+    if edges is not None and edges.llm is not None:
+        return "llm edges would ask the LLM again at every change"
+    return None
+
+
+def ingest(store: ContextStore | None, new_documents: Sequence[Document], recipe: StoreRecipe) -> Ingested:
+    """The memory after ``new_documents`` are added to ``store`` (None: an empty memory), and how
+    it was made (module docstring)."""
+    refusal = None if store is None else add_refusal(store)
+    if store is not None and recipe.ingest == "add" and refusal is None:
+        changed = store.add(
+            new_documents,
+            recipe.embedder,
+            settings=ChangeSettings(
+                source_folder=None if recipe.source_folder is None else str(recipe.source_folder)
+            ),
+        )
+        parts = dict(changed.change_seconds)
+        tree = next((key[len("tree_") :] for key in parts if key.startswith("tree_")), None)
+        return Ingested(changed, "add", {k: v for k, v in parts.items() if not k.startswith("tree_")}, tree)
+    held = [] if store is None else list(store.parent_documents)
+    built = build_store(
+        [*held, *new_documents], recipe.embedder, recipe.config, source_folder=recipe.source_folder
+    )
+    kind = "build" if store is None else "rebuild"
+    return Ingested(
+        built, kind, dict(built.build_seconds), reason=refusal if recipe.ingest == "add" else None
+    )
 
 
 def grow(store: ContextStore | None, new_documents: Sequence[Document], recipe: StoreRecipe) -> ContextStore:
-    """The memory after ``new_documents`` are added to ``store`` (None: an empty memory).
-
-    Today a FULL REBUILD (:data:`INGEST_KIND`): every document ``store`` holds and the new ones,
-    built into a new store. With incremental stores this becomes ``store.add(new_documents)``."""
-    held = [] if store is None else list(store.parent_documents)
-    return build_store(
-        [*held, *new_documents], recipe.embedder, recipe.config, source_folder=recipe.source_folder
-    )
+    """The memory after ``new_documents`` are added to ``store`` (:func:`ingest`'s store)."""
+    return ingest(store, new_documents, recipe).store

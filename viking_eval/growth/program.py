@@ -35,7 +35,7 @@ from viking_eval.config.errors import from_library_error
 from viking_eval.data import BeirDataset
 from viking_eval.data.splits import load_for_phase
 from viking_eval.growth.checks import check_growth
-from viking_eval.growth.ingest import INGEST_KIND, MemoEmbedder, StoreRecipe, embed_up_front, grow
+from viking_eval.growth.ingest import MemoEmbedder, StoreRecipe, embed_up_front, ingest
 from viking_eval.growth.report import write_report
 from viking_eval.growth.schedule import Schedule, plan_schedule
 from viking_eval.growth.step import evaluate_step, memory_dataset, read_step, step_key, write_step
@@ -68,6 +68,24 @@ def _memory_size(
             documents_per_scope=statistics.fmean(counts.values()) if counts else None, scopes=len(counts)
         )
     return size
+
+
+def _catch_up(
+    dataset: BeirDataset, schedule: Schedule, number: int, recipe: StoreRecipe
+) -> ContextStore | None:
+    """The memory after steps 1 .. ``number - 1``: in one build with ``growth.ingest=rebuild``;
+    step by step with ``add`` (an added-to store is not a rebuilt one: its tree and edges
+    depend on the steps that made it)."""
+    if number <= 1:
+        return None
+    if recipe.ingest == "rebuild":
+        held = [dataset.corpus[doc] for doc in schedule.added_through(number - 1)]
+        return ingest(None, held, recipe).store if held else None
+    store: ContextStore | None = None
+    for earlier in schedule.steps[: number - 1]:
+        if earlier.added:
+            store = ingest(store, [dataset.corpus[doc] for doc in earlier.added], recipe).store
+    return store
 
 
 def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -> dict[str, Any]:
@@ -108,7 +126,7 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
         "up_front_seconds": up_front,
         "from_cache": cache.hits > hits_before and cached.parts_encoded == 0,
     }
-    recipe = StoreRecipe(settings.store, memo, dataset.folder)
+    recipe = StoreRecipe(settings.store, memo, dataset.folder, settings.growth.ingest)
     store: ContextStore | None = None
     store_step = 0
     catch_up = 0.0
@@ -125,12 +143,12 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
             continue
         if store_step != step.number - 1:  # resumed: the memory as the earlier steps left it
             start = time.perf_counter()
-            held = [dataset.corpus[doc] for doc in schedule.added_through(step.number - 1)]
-            store = grow(None, held, recipe) if held else None
+            store = _catch_up(dataset, schedule, step.number, recipe)
             catch_up += time.perf_counter() - start
         start = time.perf_counter()
-        store = grow(store, [dataset.corpus[doc] for doc in step.added], recipe)
+        made = ingest(store, [dataset.corpus[doc] for doc in step.added], recipe)
         ingest_seconds = time.perf_counter() - start
+        store = made.store
         store_step = step.number
         new = [
             qid for qid in schedule.asked(step.number, query_order) if schedule.first_step[qid] == step.number
@@ -140,11 +158,7 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
         info = {
             "key": key,
             "memory": _memory_size(dataset, schedule, step.number, settings.dataset.scope_key),
-            "ingest": {
-                "kind": INGEST_KIND,
-                "seconds": ingest_seconds,
-                "parts": dict(store.build_seconds),
-            },
+            "ingest": {"seconds": ingest_seconds, **made.record()},
             "eval_seconds": time.perf_counter() - start,
         }
         records.append(write_step(folder, settings, step, memory, new, results, info))
@@ -160,7 +174,7 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
         "split": dataset.split,
         "half": settings.dataset.half,
         "growth": settings.growth.to_dict(),
-        "ingest_kind": INGEST_KIND,
+        "ingest_kind": settings.growth.ingest,
         "embedding": embedding,
         "catch_up_seconds": catch_up,
         "n_questions": len(dataset.queries),

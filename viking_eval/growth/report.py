@@ -203,7 +203,8 @@ def _cost_figure(document: dict[str, Any]) -> Figure:
     axes.plot(xs, [r["ingest"]["seconds"] for r in document["steps"]], "o-", color=PALETTE[0], markersize=3)
     axes.set_xlabel("documents in memory (all scopes)")
     axes.set_ylabel(f"ingest seconds per step ({document['ingest_kind']})")
-    axes.set_title("cost of adding a step: a full rebuild of the store", fontsize=10)
+    how = "ContextStore.add" if document["ingest_kind"] == "add" else "a full rebuild of the store"
+    axes.set_title(f"cost of adding a step: {how}", fontsize=10)
     axes.grid(alpha=0.3)
     return figure
 
@@ -282,11 +283,33 @@ def _intro(document: dict[str, Any]) -> list[str]:
         f"last evidence document enters ({len(document['never_asked'])} with no relevant document never asked).",
         f"Embedder **{embedding['name']}**: every document embedded once up front in "
         f"{embedding['up_front_seconds']:.1f} s ({'from the cache' if embedding['from_cache'] else 'encoded now'}).",
-        f"Ingest cost per step is a **{document['ingest_kind']}**: the whole store built again from the documents "
-        "so far (incremental stores are not merged yet). Document vectors are looked up (embedded once up front); "
-        "the texts of tree directories that changed are embedded inside the rebuild (its hierarchy part).",
+        _ingest_line(document),
         f"Retrievers: {_families(document)}.",
     ]
+
+
+def _ingest_line(document: dict[str, Any]) -> str:
+    kinds = [str(record["ingest"]["kind"]) for record in document["steps"]]
+    counted = ", ".join(f"{kind} {kinds.count(kind)}" for kind in dict.fromkeys(kinds))
+    trees = [record["ingest"].get("tree") for record in document["steps"]]
+    tree_note = (
+        f"; the tree was inserted into at {trees.count('inserted')} and built again at "
+        f"{trees.count('rebuilt')} of the added steps"
+        if any(trees)
+        else ""
+    )
+    if document["ingest_kind"] == "add":
+        how = (
+            "the first step builds the store, every later one adds its documents with ContextStore.add "
+            "(BM25 and exact search as a rebuild's; the tree inserted into and the edges updated, which "
+            "differ from a rebuild's by design)"
+        )
+    else:
+        how = "the whole store built again from the documents so far at every step"
+    return (
+        f"Ingest (growth.ingest={document['ingest_kind']}): {how}; steps by kind: {counted}{tree_note}. "
+        "Document vectors are looked up (embedded once up front)."
+    )
 
 
 def _markdown(document: dict[str, Any], metrics: list[str], groups: list[str], plots: list[str]) -> str:
