@@ -57,6 +57,13 @@ SKIPPED: dict[tuple[str, str], str] = {
         "docs/stores.md",
         "python benchmarks/test_bench_backends.py quality --dataset cisi --embedder tfidf      # ~6 min",
     ): ("the backends' quality and latency tables: every family on every database (about 50 minutes)"),
+    (
+        "docs/tuning.md",
+        "python -m viking_eval -m hydra/launcher=slurm hydra.launcher.partition=cpu experiment=smoke \\",
+    ): (
+        "needs a SLURM cluster: without sbatch and srun on the PATH its pre-flight refuses in one line, "
+        "exit 2 (tests/test_slurm_launcher.py checks that line and renders the job array it would submit)"
+    ),
 }
 """(page, first line of the block) -> why the block is not run here."""
 

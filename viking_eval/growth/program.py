@@ -39,7 +39,7 @@ from viking_eval.growth.ingest import MemoEmbedder, StoreRecipe, embed_up_front,
 from viking_eval.growth.report import write_report
 from viking_eval.growth.schedule import Schedule, plan_schedule
 from viking_eval.growth.step import evaluate_step, memory_dataset, read_step, step_key, write_step
-from viking_eval.results import layout, run_folder
+from viking_eval.results import run_folder
 from viking_eval.results.environment import collect_environment, peak_rss_mb
 from viking_eval.run.cache import ArtifactCache
 from viking_eval.run.cached_embedder import CachedEmbedder
@@ -186,7 +186,6 @@ def run_growth(settings: Settings, output_dir: Path, *, config_yaml: str = "") -
     }
     environment = collect_environment({"peak_rss_mb": peak_rss_mb(), "cache_root": str(cache.root)})
     write_report(output_dir, document, environment)
-    (output_dir / layout.STATUS).unlink(missing_ok=True)  # finished now, whatever failed before
     return document
 
 

@@ -14,9 +14,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from tabulate import tabulate
 
-from viking_eval.files import write_bytes, write_json, write_text
 from viking_eval.report.html_parts import PALETTE, escape, figure_html, html_page, provenance_meta
-from viking_eval.results import layout
+from viking_eval.results.growth_folder import write_growth
 from viking_eval.results.run_folder import csv_text
 
 __all__ = ["csv_rows", "rank_changes", "write_report"]
@@ -380,22 +379,26 @@ def _html(
 
 
 def write_report(folder: Path, document: dict[str, Any], environment: dict[str, Any]) -> None:
-    """Every output of a growth run into ``folder`` (growth.json last). Token recall is in the
-    tables and the CSV, not plotted."""
+    """Every output of a growth run into ``folder`` (``results/growth_folder.py``: growth.json
+    last, then a failed attempt's status.json removed). Token recall is in the tables and the
+    CSV, not plotted."""
     metrics = [name for name in _metric_names(document) if not name.startswith("answer_token_recall@")]
     groups = _groups(document)
     pngs = [_png(_figure(document, metric, groups)) for metric in metrics]  # each drawn once
     plots = [f"growth_{''.join(c if c.isalnum() else '_' for c in metric)}.png" for metric in metrics]
-    for name, png in zip(plots, pngs, strict=True):
-        write_bytes(folder / name, png)
     cost = _png(_cost_figure(document))
-    write_bytes(folder / "growth_cost.png", cost)
-    write_text(folder / "growth.csv", csv_text(CSV_COLUMNS, csv_rows(document)))
-    write_text(folder / "growth.md", _markdown(document, metrics, groups, plots))
-    write_text(folder / "growth.html", _html(document, environment, metrics, [*pngs, cost]))
-    write_json(folder / "environment.json", environment)
     changes = {
         m: {"family": rank_changes(document, m), "retriever": rank_changes(document, m, "retriever")}
         for m in metrics
     }
-    write_json(folder / layout.GROWTH, {**document, "rank_changes": changes})
+    write_growth(
+        folder,
+        pngs={**dict(zip(plots, pngs, strict=True)), "growth_cost.png": cost},
+        texts={
+            "growth.csv": csv_text(CSV_COLUMNS, csv_rows(document)),
+            "growth.md": _markdown(document, metrics, groups, plots),
+            "growth.html": _html(document, environment, metrics, [*pngs, cost]),
+        },
+        environment=environment,
+        document={**document, "rank_changes": changes},
+    )

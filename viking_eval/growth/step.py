@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ from viking_eval.answers.evaluate import answer_results
 from viking_eval.answers.names import answer_metric_names
 from viking_eval.config import Settings
 from viking_eval.data import BeirDataset
-from viking_eval.files import read_json, write_json
+from viking_eval.files import read_json
 from viking_eval.growth.schedule import Schedule, Step
-from viking_eval.results import run_folder
+from viking_eval.results import growth_folder, layout, run_folder
 from viking_eval.results.model import RetrieverResult
 from viking_eval.run.cache import ArtifactCache, content_key
 from viking_eval.run.evaluate import run_retriever
@@ -43,7 +42,7 @@ FAMILIES = {
 }
 """A retriever's family by its class (a prefix ending in ``.`` names a package)."""
 
-RECORD = "step.json"
+RECORD = layout.GROWTH_STEP
 PER_QUERY = "per_query.csv"
 
 
@@ -158,7 +157,7 @@ def evaluate_step(
             cache_root=cache.root,
         )
     if not settings.growth.keep_runs:
-        shutil.rmtree(folder / "runs", ignore_errors=True)
+        growth_folder.drop_step_runs(folder)
     return results
 
 
@@ -184,7 +183,7 @@ def write_step(
         "questions": {"asked": len(memory.queries), "new": len(new_queries)},
         "retrievers": {r.name: _retriever_entry(r, targets[r.name], names, new_queries) for r in results},
     }
-    write_json(folder / RECORD, record)
+    growth_folder.write_step_record(folder, record)
     return record
 
 

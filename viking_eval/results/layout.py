@@ -27,6 +27,7 @@ STATUS = "status.json"  # only in a run that failed: {"status": "failed", "error
 GATE_TXT = "gate.txt"
 FUSE = "fuse.json"  # experiment=fuse: its result, written after runs/fused.trec
 GROWTH = "growth.json"  # experiment=*growth*: every step's figures, written last
+GROWTH_STEP = "step.json"  # a growth step's folder: its record, written after its per_query.csv
 FINISHED = (METRICS, FUSE, GROWTH)
 """The file whose presence (beside config.yaml, without status.json) says a program finished in a
 folder: a run, a fuse or a growth run (each writes it last)."""

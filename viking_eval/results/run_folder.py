@@ -278,7 +278,7 @@ def write_outputs(summary: RunSummary, settings: Settings, environment: dict[str
     files.write_json(folder / layout.ENVIRONMENT, environment)
     files.write_text(folder / layout.REPORT_MD, report_markdown(summary, settings, environment))
     files.write_text(folder / layout.REPORT_HTML, report_html(summary, settings, environment))
-    (folder / layout.STATUS).unlink(missing_ok=True)  # last: finished now, whatever failed before
+    clear_failed(folder)  # last: finished now, whatever failed before
 
 
 def clean_command(folder: Path) -> str:
@@ -296,6 +296,12 @@ def mark_failed(folder: Path, message: str) -> None:
         folder / layout.STATUS,
         {"status": FAILED, "error": message, "folder": str(folder), "clean": clean_command(folder)},
     )
+
+
+def clear_failed(folder: Path) -> None:
+    """Remove the ``status.json`` an earlier failed attempt left: the program in ``folder`` has
+    just finished (its last file is written)."""
+    (folder / layout.STATUS).unlink(missing_ok=True)
 
 
 def read_error(folder: Path) -> str:
