@@ -5,7 +5,8 @@ in a temporary folder that mirrors the repository (its top-level entries linked,
 folders runs write: ``reports``, ``runs``, ``stores``), with ``VIKING_EVAL_DATA`` set to the
 shared datasets. Before it, the earlier blocks of the same page that make files are replayed: a
 Python block whose first line is a comment naming a ``.py`` path (``# my_pkg/overlap.py, ...``)
-is written there (the folder is on ``PYTHONPATH``), and the page's ``python SCRIPT`` commands run.
+is written there (the folder is on ``PYTHONPATH``), and the page's ``python SCRIPT`` commands run;
+a Python file of another page is written too when the block names its module.
 
 Shell commands, one per line (``\\`` continues a line, ``#`` starts a comment):
 
@@ -180,9 +181,17 @@ def _run_script(words: list[str], env: dict[str, str], folder: Path) -> None:
 
 
 def _prepare(block: Block, folder: Path, datasets: Path) -> None:
-    """The files the page's earlier blocks make: written Python files, scripts run."""
+    """The files the page's earlier blocks make: written Python files, scripts run; and a Python
+    file another page writes when the block names its module (docs/configs.md names
+    ``my_pkg.overlap``, which docs/api.md writes): each test may run in another worker process,
+    so nothing an earlier page's test imported is there."""
     for earlier in BLOCKS:
-        if earlier.page != block.page or earlier.line >= block.line:
+        named_elsewhere = (
+            earlier.page != block.page
+            and earlier.written_to is not None
+            and earlier.written_to.removesuffix(".py").replace("/", ".") in block.text
+        )
+        if not named_elsewhere and (earlier.page != block.page or earlier.line >= block.line):
             continue
         if earlier.written_to is not None:
             target = folder / earlier.written_to
