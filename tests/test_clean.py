@@ -126,8 +126,8 @@ def test_a_finished_fuse_or_growth_folder_is_kept_and_one_killed_before_its_last
     reports = tmp_path / "reports"
     for name in ("done", "killed"):
         folder = reports / name
-        (folder / ".hydra").mkdir(parents=True)
-        (folder / layout.CONFIG).write_text("name: x\n", encoding="utf-8")
+        (folder / ".hydra").mkdir(parents=True)  # a fuse writes no config.yaml of its own
+        (folder / ".hydra" / "config.yaml").write_text("name: x\n", encoding="utf-8")
         (folder / "steps").mkdir()
         (folder / "steps" / "step.json").write_text("{}", encoding="utf-8")
     (reports / "done" / last_file).write_text("{}", encoding="utf-8")

@@ -29,8 +29,8 @@ FUSE = "fuse.json"  # experiment=fuse: its result, written after runs/fused.trec
 GROWTH = "growth.json"  # experiment=*growth*: every step's figures, written last
 GROWTH_STEP = "step.json"  # a growth step's folder: its record, written after its per_query.csv
 FINISHED = (METRICS, FUSE, GROWTH)
-"""The file whose presence (beside config.yaml, without status.json) says a program finished in a
-folder: a run, a fuse or a growth run (each writes it last)."""
+"""The file whose presence (without status.json) says a program finished in a folder: a run
+(beside its config.yaml), a fuse or a growth run (each writes it last)."""
 GATE_CSV = "gate.csv"
 SWEEP_TAG = "sweep_job.json"  # a sweep job's folder: which sweep command finished it
 

@@ -315,10 +315,10 @@ def read_error(folder: Path) -> str:
 
 def is_finished_output(folder: Path) -> bool:
     """A folder where a program finished: a run (:func:`is_finished_run`), a fuse or a growth run
-    (``layout.FINISHED``: its last file and config.yaml written, no status.json)."""
-    if not (folder / layout.CONFIG).is_file():
-        return False
-    if not any((folder / name).is_file() for name in layout.FINISHED):
+    (``fuse.json`` or ``growth.json``, each written last; no status.json)."""
+    if is_finished_run(folder):
+        return True
+    if not any((folder / name).is_file() for name in (layout.FUSE, layout.GROWTH)):
         return False
     try:
         return read_status(folder) is None
