@@ -28,20 +28,20 @@ documents, vectors and settings give the same tree on any machine with the same 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from retrievers.builders.tree_texts import Extractor, leaf_nodes, snippet
+from retrievers.index.faiss_calls import one_faiss_thread
 from retrievers.params import is_int
 from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.tree_uris import TreeError
 from retrievers.types import ContextNode, Document
 
-__all__ = ["BLOCK", "faiss_kmeans_nodes", "faiss_spherical_kmeans", "one_faiss_thread"]
+__all__ = ["BLOCK", "faiss_kmeans_nodes", "faiss_spherical_kmeans"]
 
 FloatMatrix = npt.NDArray[np.float32]
 FloatVector = npt.NDArray[np.float64]
@@ -49,19 +49,6 @@ IntArray = npt.NDArray[np.int64]
 
 #: rows scored at once when members are assigned to centres or ranked by centrality
 BLOCK = 65_536
-
-
-@contextmanager
-def one_faiss_thread() -> Iterator[None]:
-    """faiss on one OpenMP thread inside the block (restored after)."""
-    import faiss
-
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(threads)
 
 
 def faiss_spherical_kmeans(

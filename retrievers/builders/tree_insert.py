@@ -42,6 +42,7 @@ import numpy.typing as npt
 
 from retrievers.builders.hierarchy import build_tree, spherical_kmeans
 from retrievers.builders.tree_edit_nodes import EditNodes, subtree_sums
+from retrievers.builders.tree_texts import snippet
 from retrievers.store.change_config import ChangeSettings
 from retrievers.store.columns import encode_metadata
 from retrievers.store.hierarchy_config import HierarchyConfig
@@ -55,17 +56,6 @@ __all__ = ["changed_tree"]
 
 FloatMatrix = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
-
-
-def _snippet(doc: Document, chars: int) -> str:
-    if doc.title.strip():
-        return " ".join(doc.title.split())
-    text = " ".join(doc.text.split())
-    if len(text) <= chars:
-        return text
-    cut = text[:chars]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > chars // 2 else cut) + "..."
 
 
 class _Tree:
@@ -263,7 +253,7 @@ def changed_tree(
                 uri=f"{home}/{uri_segment(doc.id)}",
                 level=2,
                 parent_uri=home,
-                abstract=_snippet(doc, config.snippet_chars),
+                abstract=snippet(doc, config.snippet_chars),
                 doc_id=doc.id,
             )
         )
@@ -413,10 +403,10 @@ def _refresh(
         if uri in new:
             rows = [row_of[str(work.nodes[leaf].doc_id)] for leaf in work.leaves_under(uri)]
             central = _central(matrix, rows, config.abstract_snippets or 1)
-            abstract = "; ".join(_snippet(documents[r], config.snippet_chars) for r in central) + "."
+            abstract = "; ".join(snippet(documents[r], config.snippet_chars) for r in central) + "."
             if config.overview:
                 chosen = _central(matrix, rows, config.overview_snippets)
-                content = "; ".join(_snippet(documents[r], config.snippet_chars) for r in chosen) + "."
+                content = "; ".join(snippet(documents[r], config.snippet_chars) for r in chosen) + "."
         work.replace(
             ContextNode(
                 uri=uri,

@@ -14,12 +14,12 @@ found are scored when the traversal reaches them, as children.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from retrievers.index.faiss_calls import one_faiss_thread
 
 __all__ = ["DirectoryIVF"]
 
@@ -27,19 +27,6 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 _TRAIN_PER_LIST = 64
-
-
-@contextmanager
-def one_faiss_thread() -> Iterator[None]:
-    """faiss on one OpenMP thread inside the block (a deterministic build; restored after)."""
-    import faiss
-
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(threads)
 
 
 _SEED = 1234

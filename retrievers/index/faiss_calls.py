@@ -6,17 +6,32 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["optional_faiss", "search_blocks", "search_one", "search_parameters"]
+__all__ = ["one_faiss_thread", "optional_faiss", "search_blocks", "search_one", "search_parameters"]
 
 #: per thread: fetch -> (scores, labels, their faiss pointers), reused by every one-query search
 _ONE_QUERY = threading.local()
 #: fetch sizes a thread keeps arrays for (a knob sweep asks for a few)
 _ONE_QUERY_SIZES = 32
+
+
+@contextmanager
+def one_faiss_thread() -> Iterator[None]:
+    """faiss on one OpenMP thread inside the block (a deterministic build; restored after)."""
+    import faiss
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(threads)
 
 
 @functools.cache
