@@ -20,6 +20,7 @@ def integer_rows(n: int, dim: int, seed: int) -> np.ndarray:
 
 
 def reference(vectors: np.ndarray, query: np.ndarray, k: int, mask: np.ndarray | None) -> np.ndarray:
+    """The top k rows by exact (int64) score desc, then row asc (test_speed_misses uses it too)."""
     scores = vectors.astype(np.int64) @ query.astype(np.int64)
     rows = np.arange(vectors.shape[0])
     if mask is not None:

@@ -16,6 +16,7 @@ from typing import Any
 import faiss
 import numpy as np
 import pytest
+from test_exact_batch_floor import integer_rows, reference
 from threadpoolctl import ThreadpoolController
 
 from retrievers.index import ExactVectorIndex, FaissVectorIndex
@@ -24,19 +25,6 @@ from retrievers.index import vectors as vectors_module
 from retrievers.index.faiss_calls import search_one
 from retrievers.index.rescore import band_top, float32_scores, rescore
 from retrievers.store.vector_index_config import VectorIndexConfig
-
-
-def integer_rows(n: int, dim: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(-3, 4, size=(n, dim)).astype(np.float32)
-
-
-def reference(vectors: np.ndarray, query: np.ndarray, k: int, mask: np.ndarray | None) -> np.ndarray:
-    """The top k rows by exact (int64) score desc, then row asc."""
-    scores = vectors.astype(np.int64) @ query.astype(np.int64)
-    rows = np.arange(vectors.shape[0])
-    if mask is not None:
-        scores, rows = scores[mask], rows[mask]
-    return rows[np.lexsort((rows, -scores))[:k]]
 
 
 def same_bits(found: Any, want: Any) -> bool:
