@@ -47,6 +47,7 @@ from viking_eval.config.compose import (
     compose_config,
     explain,
     hydra_session,
+    job_configs,
     job_overrides,
 )
 from viking_eval.config.launchers import check_launcher
@@ -181,17 +182,17 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
     hydra_overrides = [str(line) for line in base.hydra.overrides.hydra]
     sweeper = str(base.hydra.sweeper.get("_target_", ""))
     if sweeper == BASIC_SWEEPER:
-        jobs = job_overrides(base, task)
-        seen: set[tuple[str, ...]] = set()
-        for number, job in enumerate(jobs):
-            if tuple(job) in seen:
-                continue
-            seen.add(tuple(job))
+        numbered: dict[tuple[str, ...], int] = {}  # each distinct job, by its first number
+        for number, job in enumerate(job_overrides(base, task)):
+            numbered.setdefault(tuple(job), number)
+        configs = job_configs(numbered, hydra_overrides, config_name=config_name)
+        for (job, number), (overrides, composed) in zip(numbered.items(), configs, strict=True):
             try:
-                cfg = compose_config([*hydra_overrides, *job], config_name=config_name)
-                _settings(cfg, multirun=True)
+                if isinstance(composed, Exception):
+                    raise composed
+                _settings(composed, multirun=True)
             except (ConfigError, HydraException, OmegaConfBaseException) as error:
-                found = explain(error, [*hydra_overrides, *job])
+                found = explain(error, overrides)
                 detail = f"{found.detail} (job {number} of the sweep: {' '.join(job)})"
                 raise ConfigError(found.key, detail, key=found.key, detail=detail) from error
     elif sweeper == OPTUNA_SWEEPER:

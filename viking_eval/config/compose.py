@@ -6,7 +6,10 @@
   harness's settings (``dataset.strict=maybe``, ``run.top_k=abc`` fail while composing).
 - :func:`compose_config` composes for a list of overrides (Hydra's compose API).
 - :func:`job_overrides` expands a multirun's sweep overrides into the overrides of each job, as
-  Hydra's basic sweeper does.
+  Hydra's basic sweeper does; :func:`job_configs` composes each job's config, once per distinct
+  set of config-group choices (a grid of parameter values is composed once and each job's values
+  set on a copy, as Hydra applies them: ``tests/test_compose_jobs.py`` checks it equals composing
+  every job).
 - :func:`explain` turns whatever composing raised (a missing config group option, an override of
   a key that does not exist, a value of the wrong type, an override that does not parse) into a
   :class:`~viking_eval.config.errors.ConfigError` naming the key and what is allowed.
@@ -14,9 +17,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -39,6 +44,7 @@ __all__ = [
     "compose_config",
     "explain",
     "hydra_session",
+    "job_configs",
     "job_overrides",
     "register_schema",
 ]
@@ -100,9 +106,11 @@ def compose_config(
     cfg = hydra.compose_config(
         config_name=config_name, overrides=list(overrides), run_mode=run_mode, with_log_configuration=False
     )
-    if not with_hydra:
-        return OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
-    return cfg
+    return cfg if with_hydra else _without_hydra(cfg)
+
+
+def _without_hydra(cfg: DictConfig) -> DictConfig:
+    return OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
 
 
 def job_overrides(base: DictConfig, task_overrides: Sequence[str]) -> list[list[str]]:
@@ -118,6 +126,76 @@ def job_overrides(base: DictConfig, task_overrides: Sequence[str]) -> list[list[
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(lines)
     return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+def _config_groups() -> frozenset[str]:
+    """Every config group's path (``embedder``, ``hydra/launcher``, ...) Hydra's search path holds."""
+    loader = GlobalHydra.instance().config_loader()
+    found: set[str] = set()
+    pending = [""]
+    while pending:
+        parent = pending.pop()
+        for name in loader.list_groups(parent):
+            path = f"{parent}/{name}" if parent else name
+            found.add(path)
+            pending.append(path)
+    return frozenset(found)
+
+
+def _leaf_value(override: Override, groups: frozenset[str]) -> bool:
+    """Whether Hydra applies ``override`` as a value set on the composed config (``key=value`` of a
+    plain value, the key no config group): such overrides never change the defaults list."""
+    key = override.key_or_group
+    return (
+        override.is_sweep_override() is False
+        and override.package is None
+        and not (override.is_add() or override.is_force_add() or override.is_delete())
+        and "/" not in key
+        and key.replace(".", "/") not in groups
+        and not key.startswith("hydra.")
+        and isinstance(override.value(), str | int | float | bool | type(None))
+    )
+
+
+def job_configs(
+    jobs: Iterable[Sequence[str]], common: Sequence[str], *, config_name: str = "config"
+) -> Iterator[tuple[list[str], DictConfig | Exception]]:
+    """Each job's overrides (``common`` then the job's) and its config, or what composing it
+    raised. Jobs that share their config-group choices and the keys they set to plain values are
+    composed once: the others copy that config and set their values as Hydra does (``OmegaConf.
+    update(..., merge=True)``, typed by the schema); a job whose values cannot be set that way is
+    composed in full, so its error is Hydra's own."""
+    parser = OverridesParser.create()
+    groups = _config_groups()
+    composed: dict[tuple[object, ...], DictConfig] = {}  # with the hydra node, as Hydra composed it
+    for job in jobs:
+        overrides = [*common, *job]
+        try:
+            parsed = parser.parse_overrides(overrides)
+        except Exception as error:
+            yield overrides, error
+            continue
+        values = [override for override in parsed if _leaf_value(override, groups)]
+        rest = tuple(override.input_line for override in parsed if not _leaf_value(override, groups))
+        shape = (rest, tuple(override.key_or_group for override in values))
+        template = composed.get(shape)
+        if template is not None:
+            cfg = copy.deepcopy(template)  # struct, as Hydra leaves it: a key it lacks raises
+            try:
+                for override in values:
+                    OmegaConf.update(cfg, override.key_or_group, override.value(), merge=True)
+            except OmegaConfBaseException:
+                pass  # composed in full below: Hydra words the error
+            else:
+                yield overrides, _without_hydra(cfg)
+                continue
+        try:
+            cfg = compose_config(overrides, config_name=config_name, with_hydra=True)
+        except Exception as error:
+            yield overrides, error
+            continue
+        composed.setdefault(shape, cfg)
+        yield overrides, _without_hydra(cfg)
 
 
 # --------------------------------------------------------------------------- Hydra's errors

@@ -12,11 +12,13 @@ embedder, a reranker):
 3. the class itself checks ranges, choices and rules between fields.
 
 A node composed by Hydra under the root schema was already type-checked at composition; the
-same checks here cover configs built by hand or read back from a run folder.
+same checks here cover configs built by hand or read back from a run folder. Steps 1 and 2 are
+remembered per class and values (a sweep's jobs repeat every section but the swept one).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import typing
 from collections.abc import Mapping
@@ -94,6 +96,40 @@ def typed_values(
     with ``init``), as plain data holding only the keys given."""
     if not isinstance(values, Mapping):
         raise ConfigError(where, f"must be a mapping of settings, got {values!r}")
+    spelled = _spelling(values)
+    if spelled is None:  # not plain data: checked every time
+        return _typed_values(cls, values, where, init=init, by_section=by_section)
+    key = (cls, spelled, where, init, by_section)
+    if key not in _CHECKED:
+        _CHECKED[key] = _typed_values(cls, values, where, init=init, by_section=by_section)
+    return copy.deepcopy(_CHECKED[key])
+
+
+_CHECKED: dict[tuple[type, str, str, bool, bool], dict[str, Any]] = {}
+"""typed_values' results by class, values (:func:`_spelling`), where and flags; a refusal is raised
+each time, never kept."""
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _spelling(values: Any) -> str | None:
+    """``repr`` of plain data (dicts, lists, tuples, strings, numbers, booleans, None), which tells
+    apart every value the checks could tell apart (``1``, ``1.0``, ``True``, ``'1'``; key order);
+    None for anything else."""
+
+    def plain(value: Any) -> bool:
+        if type(value) is dict:
+            return all(type(key) in _PLAIN and plain(item) for key, item in value.items())
+        if type(value) in (list, tuple):
+            return all(plain(item) for item in value)
+        return type(value) in _PLAIN
+
+    return repr(values) if plain(values) else None
+
+
+def _typed_values(
+    cls: type, values: Mapping[str, Any], where: str, *, init: bool, by_section: bool
+) -> dict[str, Any]:
     if init:
         schema = init_schema(cls)
         names = [field.name for field in dataclasses.fields(schema)]
