@@ -135,14 +135,21 @@ class ExactVectorIndex:
             and queries.shape == (self.dim,)
             and queries.flags.c_contiguous
         ):
-            wide = queries.astype(np.float64)
-            squared = float(np.dot(wide, wide))  # what rounding_bands computes for one query
-            if math.isfinite(squared):
-                return queries[None, :], np.array([self._band_factor * math.sqrt(squared)])
+            band = self.one_band(queries)
+            if band is not None:
+                return queries[None, :], np.array([band])
         matrix = check_queries(queries, self.dim)
         if not matrix.flags.c_contiguous:
             matrix = np.ascontiguousarray(matrix)
         return matrix, self.rounding_bands(matrix)
+
+    def one_band(self, query: Float32Array) -> float | None:
+        """:meth:`rounding_bands` of one float32 ``(dim,)`` query, from its squared norm in float64
+        (finite exactly when every value is: a float32's square cannot overflow a float64), or
+        None when a value is NaN or infinite (:func:`check_queries` says which)."""
+        wide = query.astype(np.float64)
+        squared = float(np.dot(wide, wide))  # what rounding_bands computes for one query
+        return self._band_factor * math.sqrt(squared) if math.isfinite(squared) else None
 
     def rounding_bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
