@@ -150,7 +150,7 @@ class ExactVectorIndex:
         (finite exactly when every value is: a float32's square cannot overflow a float64), or
         None when a value is NaN or infinite (:func:`check_queries` says which)."""
         wide = query.astype(np.float64)
-        squared = float(np.dot(wide, wide))  # what rounding_bands computes for one query
+        squared = float(wide.dot(wide))  # what rounding_bands computes (np.dot's method: no dispatch)
         return self._band_factor * math.sqrt(squared) if math.isfinite(squared) else None
 
     def rounding_bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
