@@ -17,7 +17,6 @@ import faiss
 import numpy as np
 import pytest
 from test_exact_batch_floor import integer_rows, reference
-from threadpoolctl import ThreadpoolController
 
 from retrievers.index import ExactVectorIndex, FaissVectorIndex
 from retrievers.index import blas_threads as blas_module
@@ -100,8 +99,10 @@ def test_batch_on_three_workers_equals_a_full_argsort_and_single_queries(
 
 
 def test_blas_workers_follow_the_blas_thread_count_and_restore_it() -> None:
-    blas = ThreadpoolController().select(user_api="blas")
-    assert blas.lib_controllers, "numpy's BLAS is not visible to threadpoolctl"
+    # the libraries blas_workers limits: those loaded when it first ran (numpy's, whose GEMM the
+    # batch runs); faiss's own OpenBLAS, loaded later by a test importing faiss, is not one of them
+    blas = blas_module._blas()
+    assert blas is not None and blas.lib_controllers, "numpy's BLAS is not visible to threadpoolctl"
     with blas.limit(limits=2):
         available = max(library.num_threads for library in blas.lib_controllers)  # 2, or 1 on one core
         with blas_module.blas_workers(8) as workers:

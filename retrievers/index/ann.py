@@ -23,10 +23,12 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
   any batch; the others cannot enter the top k), and the top ``k`` are returned by (score desc,
   row asc), the whole batch at once (:func:`~retrievers.index.rescore.band_top`). HNSW gives its
   best ``2k`` first (the same walk, the top of the same list); a query whose ``2k`` all lie within
-  the band asks again for ``max(k, efSearch)``: the same results. IVF-PQ's quantised distances have no such bound: its candidates are
-  first scored in float32 by faiss's dot products over the exact index's matrix (what
-  ``IndexRefineFlat`` computes, without a copy), so the codes only choose and its recall is set
-  by how many it asks for more than by ``nprobe`` (docs/scale.md).
+  the band asks again for ``max(k, efSearch)``: the same results. IVF-PQ's quantised distances
+  have no such bound: faiss's float32 dot products over the exact index's matrix pick the best
+  ``2k`` of its candidates (``IndexRefineFlat``'s step in C++, no copy: ``refined_top``), cut
+  as above; if all ``2k`` lie within the band, every candidate is. The codes only choose, so
+  recall follows how many it asks for more than ``nprobe`` (docs/scale.md). One unmasked query
+  takes these steps in fewer calls (:mod:`retrievers.index.ann_one`).
 * **Batch == single, bit for bit.** HNSW walks each query on its own, so a batch goes to faiss
   at once. So does flat's, though faiss rounds a batch differently from one query: its ``2k``
   candidates only choose, and a query whose last candidate is still within the band of the
@@ -52,22 +54,19 @@ offsets, ~12 bytes a row, and IVF's centroids are read into memory). With an old
 ``IO_FLAG_MMAP`` maps IVF's inverted lists only, and flat/HNSW are read into memory. A file that
 is truncated, unreadable or stale (another row count, dimension or kind than the store's, or
 built over other embeddings of the same shape: ``index.json`` keeps ``vectors_sha256``, a
-fingerprint of the matrix, :func:`vectors_fingerprint`) is refused with one line that says to
+fingerprint of the matrix, :mod:`~retrievers.index.fingerprint`) is refused with one line that says to
 rebuild. A file saved before the fingerprint existed is checked by row count, dimension and kind.
 
-Settings that cannot fit the vectors are refused by
-:func:`~retrievers.store.vector_index_config.check_vector_settings` with the key to change,
-before the harness embeds anything. Candidates are cut and scored by :mod:`retrievers.index.rescore`.
+Settings that cannot fit the vectors are refused by ``check_vector_settings``
+(:mod:`retrievers.store.vector_index_config`) with the key to change, before the harness embeds
+anything. Candidates are cut and scored by :mod:`retrievers.index.rescore`.
 
 faiss is imported when an index is built or loaded, never by ``import retrievers``.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
-import logging
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -75,8 +74,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.faiss_calls import search_blocks, search_one, search_parameters
-from retrievers.index.rescore import band_top, float32_scores, rescore
+from retrievers.index.ann_one import is_one_vector, one_query
+from retrievers.index.faiss_calls import (
+    faiss_threads,
+    optional_faiss,
+    search_blocks,
+    search_one,
+    search_parameters,
+)
+from retrievers.index.fingerprint import vectors_fingerprint
+from retrievers.index.rescore import band_top, float32_scores, refined_top, rescore
 from retrievers.index.vectors import ExactVectorIndex, Hits
 from retrievers.ranking import check_mask, check_positive_int
 
@@ -111,8 +118,6 @@ DEFAULT_REFINE_FACTOR = 10
 EXACT_FRACTION = 0.02
 #: rows added to faiss per call while building (bounded memory over a memory-mapped matrix)
 _ADD_ROWS = 65536
-#: rows of the embeddings an index file's fingerprint reads (:func:`vectors_fingerprint`)
-_FINGERPRINT_ROWS = 1024
 #: the faiss class of each kind (what a loaded file must be)
 _CLASSES = {
     "flat": "IndexFlatIP",
@@ -134,17 +139,10 @@ class VectorIndexError(ValueError):
     the file and saying to rebuild the store."""
 
 
-@functools.cache
 def _faiss() -> Any:
-    loader = logging.getLogger("faiss.loader")
-    if loader.level == logging.NOTSET:  # it logs each SIMD build it fails to find, at INFO
-        loader.setLevel(logging.WARNING)
-    try:
-        import faiss
-    except ImportError as error:  # pragma: no cover - faiss-cpu is a dependency
-        raise ImportError(
-            "store.vector_index needs faiss (pip install faiss-cpu); kind 'exact' does not"
-        ) from error
+    faiss = optional_faiss()  # imported once, its loader's INFO lines silenced
+    if faiss is None:  # pragma: no cover - faiss-cpu is a dependency
+        raise ImportError("store.vector_index needs faiss (pip install faiss-cpu); kind 'exact' does not")
     return faiss
 
 
@@ -153,21 +151,6 @@ def code_default_knobs(kind: str) -> dict[str, int]:
     ``refine_factor``): a result's identity must name them (``runner.resume_key``), since changing
     one changes results without changing the store."""
     return {"refine_factor": DEFAULT_REFINE_FACTOR} if kind == "ivf_pq" else {}
-
-
-def vectors_fingerprint(vectors: npt.ArrayLike) -> str:
-    """What an index file must have been built over: sha256 of the matrix's shape and of up to
-    :data:`_FINGERPRINT_ROWS` rows spread evenly over it (the first and last included), so a
-    file built over another corpus with as many rows of the same width is told apart without
-    reading every row of a large matrix."""
-    matrix = np.asarray(vectors)
-    n_rows = int(matrix.shape[0])
-    picked = np.unique(
-        np.linspace(0, max(n_rows - 1, 0), num=min(n_rows, _FINGERPRINT_ROWS)).astype(np.int64)
-    )
-    digest = hashlib.sha256(f"{matrix.shape}".encode())
-    digest.update(np.ascontiguousarray(matrix[picked], dtype=np.float32).tobytes())
-    return digest.hexdigest()
 
 
 class FaissVectorIndex:
@@ -280,6 +263,16 @@ class FaissVectorIndex:
             self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
             if len(self._knobs_checked) < 256:
                 self._knobs_checked.add(knobs)
+        if mask is None and k < self.size and is_one_vector(queries, self.dim):  # the latency path
+            band = self.exact.one_band(queries)
+            faiss = _faiss()
+            if band is not None and isinstance(self._index, faiss.Index):
+                counts = self._counts(k, self.size, ef_search, refine_factor)
+                params = self._parameters(None, ef_search, nprobe)
+                vectors = self.exact.vectors
+                found = one_query(faiss, self._index, self.kind, vectors, queries, band, k, counts, params)
+                if found is not None:
+                    return [found]
         query_matrix, bands = self.exact.checked_queries(queries)
         n_queries = query_matrix.shape[0]
         allowed = None if mask is None else check_mask(mask, self.size)
@@ -291,29 +284,34 @@ class FaissVectorIndex:
         if n_allowed <= k or (allowed is not None and n_allowed < EXACT_FRACTION * self.size):
             rows = np.arange(self.size, dtype=np.int64) if allowed is None else np.flatnonzero(allowed)
             return rescore(self.exact.vectors, query_matrix, [rows] * n_queries, length)
-        # the candidates the contract asks faiss for (module docstring) ...
-        fetch = 2 * k
-        if self.kind == "hnsw":
-            fetch = max(k, ef_search if ef_search is not None else int(self._index.hnsw.efSearch))
-        elif self.kind == "ivf_pq":
-            fetch = (refine_factor if refine_factor is not None else DEFAULT_REFINE_FACTOR) * k
-        fetch = min(fetch, n_allowed)
-        # ... or, for flat and HNSW, their best 2k first: the same walk, the top of the same list
-        asked = min(fetch, 2 * k) if self.kind in ("flat", "hnsw") else fetch
+        fetch, asked, complete = self._counts(k, n_allowed, ef_search, refine_factor)
         parameters = self._parameters(allowed, ef_search, nprobe)
         scores, labels = self._faiss_search(query_matrix, asked, parameters)
         vectors = self.exact.vectors
-        if self.kind == "ivf_pq":  # quantised scores only choose: score the candidates in float32
-            scores = float32_scores(_faiss(), vectors, query_matrix, labels)
-        complete = n_allowed if self.kind == "flat" else fetch  # flat's contract: every row
-        ranked = self.kind != "ivf_pq"  # faiss's scores come by score desc; IVF-PQ's rescored do not
+        missing: list[int] = []
+        if self.kind == "ivf_pq":  # quantised scores only choose: the best 2k by float32 scores
+            candidates = labels
+            faiss = _faiss()  # faiss splits more than 100 queries among its threads
+            with faiss_threads(faiss, self.omp_threads(n_queries, int(faiss.omp_get_max_threads()))):
+                scores, labels, missing = refined_top(
+                    faiss, vectors, query_matrix, candidates, min(fetch, 2 * k)
+                )
+            asked = labels.shape[1]
         results, again = band_top(
-            vectors, query_matrix, labels, scores, bands, length, check_gap=asked < complete, ranked=ranked
+            vectors, query_matrix, labels, scores, bands, length, check_gap=asked < complete, ranked=True
         )
+        if missing:
+            again = sorted(set(again).union(missing))
         if not again:
             return results
         if self.kind == "flat":  # every row searched: the exact index's answer is the contract's
             repeated = self.exact.search(query_matrix[again], length, mask=allowed)
+        elif self.kind == "ivf_pq":  # near-ties past the 2k: every candidate scored in float32
+            chosen = candidates[again]  # a copy: one query's faiss arrays are reused by the next
+            scores = float32_scores(_faiss(), vectors, query_matrix[again], chosen)
+            repeated, _ = band_top(
+                vectors, query_matrix[again], chosen, scores, bands[again], length, check_gap=False
+            )
         else:  # near-ties past the 2k: the contract's fetch, as if asked at first
             scores, labels = self._faiss_search(query_matrix[again], fetch, parameters)
             repeated, _ = band_top(
@@ -323,6 +321,20 @@ class FaissVectorIndex:
             results[i] = hits
         return results
 
+    def _counts(
+        self, k: int, n_allowed: int, ef_search: int | None, refine_factor: int | None
+    ) -> tuple[int, int, int]:
+        """(the candidates the contract asks for, those asked first: flat's and HNSW's best 2k,
+        those that leave no allowed row unseen: flat's contract is every row), module docstring."""
+        fetch = 2 * k
+        if self.kind == "hnsw":
+            fetch = max(k, ef_search if ef_search is not None else int(self._index.hnsw.efSearch))
+        elif self.kind == "ivf_pq":
+            fetch = (refine_factor if refine_factor is not None else DEFAULT_REFINE_FACTOR) * k
+        fetch = min(fetch, n_allowed)
+        asked = min(fetch, 2 * k) if self.kind in ("flat", "hnsw") else fetch
+        return fetch, asked, n_allowed if self.kind == "flat" else fetch
+
     def _faiss_search(
         self, query_matrix: Float32Array, fetch: int, parameters: Any
     ) -> tuple[Float32Array, npt.NDArray[np.int64]]:
@@ -331,17 +343,10 @@ class FaissVectorIndex:
         faiss = _faiss()
         n_queries = query_matrix.shape[0]
         block = n_queries if self.kind in ("flat", "hnsw") else 1
-        before = int(faiss.omp_get_max_threads())
-        wanted = self.omp_threads(min(block, n_queries), before)  # per faiss call
-        if wanted != before:
-            faiss.omp_set_num_threads(wanted)
-        try:
-            if n_queries == 1 and isinstance(self._index, faiss.Index):  # the latency path
+        with faiss_threads(faiss, self.omp_threads(block, int(faiss.omp_get_max_threads()))):
+            if n_queries == 1 and isinstance(self._index, faiss.Index):
                 return search_one(faiss, self._index, query_matrix, fetch, parameters)
             return search_blocks(faiss, self._index, query_matrix, fetch, parameters, block)
-        finally:
-            if wanted != before:
-                faiss.omp_set_num_threads(before)
 
     def omp_threads(self, n_queries: int, available: int) -> int:
         """:attr:`threads` (None: ``available``) but no more than ``n_queries`` (module docstring)."""

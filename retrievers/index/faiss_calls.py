@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["one_faiss_thread", "optional_faiss", "search_blocks", "search_one", "search_parameters"]
+__all__ = [
+    "faiss_threads",
+    "one_faiss_thread",
+    "optional_faiss",
+    "search_blocks",
+    "search_one",
+    "search_parameters",
+]
 
 #: per thread: fetch -> (scores, labels, their faiss pointers), reused by every one-query search
 _ONE_QUERY = threading.local()
@@ -32,6 +39,20 @@ def one_faiss_thread() -> Iterator[None]:
         yield
     finally:
         faiss.omp_set_num_threads(threads)
+
+
+@contextmanager
+def faiss_threads(faiss: Any, threads: int) -> Iterator[None]:
+    """faiss on ``threads`` OpenMP threads inside the block (restored after; untouched when it
+    already runs on that many)."""
+    before = int(faiss.omp_get_max_threads())
+    if threads != before:
+        faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if threads != before:
+            faiss.omp_set_num_threads(before)
 
 
 @functools.cache

@@ -8,8 +8,8 @@ faiss search.
 
 from __future__ import annotations
 
-import itertools
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from retrievers.index.vectors import Hits
 
-__all__ = ["band_top", "float32_scores", "rescore"]
+__all__ = ["band_top", "float32_scores", "one_top", "refined_top", "rescore"]
 
 Float32Array = npt.NDArray[np.float32]
 IndexArray = npt.NDArray[np.int64]
@@ -97,6 +97,42 @@ def float32_scores(
     return scores
 
 
+def refined_top(
+    faiss: Any, vectors: Float32Array, queries: Float32Array, labels: IndexArray, wanted: int
+) -> tuple[Float32Array, IndexArray, list[int]]:
+    """Each query's ``wanted`` best candidates of ``labels`` ``(n_queries, fetch)`` (-1 = none, at
+    the end) by faiss's float32 dot products over ``vectors``, best first, chosen in C++ by a heap
+    (``knn_inner_products_by_idx``: ``IndexRefineFlat``'s step over the exact index's matrix, no
+    copy): ``(scores, rows, missing)``, ``(n_queries, wanted)`` each, -1 rows after the last
+    candidate. The heap drops a candidate whose score is not above -FLT_MAX (-inf, NaN: an
+    overflow); ``missing`` lists the queries where it dropped one it had room for, so the caller
+    scores their candidates by :func:`float32_scores`, whose cut keeps them and whose rescoring
+    refuses the overflow. Which candidates are chosen does not depend on the batch (each query's
+    heap is its own), and they only choose: the results are their exact scores (:func:`band_top`)."""
+    n_queries, fetch = labels.shape  # one query may come as a (dim,) vector
+    scores = np.empty((n_queries, wanted), dtype=np.float32)
+    rows = np.empty((n_queries, wanted), dtype=np.int64)
+    faiss.knn_inner_products_by_idx(
+        faiss.swig_ptr(queries if queries.flags.c_contiguous else np.ascontiguousarray(queries)),
+        faiss.swig_ptr(vectors),
+        faiss.swig_ptr(labels if labels.flags.c_contiguous else np.ascontiguousarray(labels)),
+        vectors.shape[1],
+        n_queries,
+        vectors.shape[0],
+        fetch,
+        wanted,
+        faiss.swig_ptr(scores),
+        faiss.swig_ptr(rows),
+        fetch,
+    )
+    missing: list[int] = []
+    if rows.item(-1) < 0 if n_queries == 1 else not bool((rows[:, -1] >= 0).all()):
+        # a heap with room left: it must hold every candidate (up to ``wanted``)
+        had = np.count_nonzero(labels[:, :wanted] >= 0, axis=1)
+        missing = np.flatnonzero(np.count_nonzero(rows >= 0, axis=1) < had).tolist()
+    return scores, rows, missing
+
+
 def band_top(
     vectors: Float32Array,
     queries: Float32Array,
@@ -126,8 +162,8 @@ def band_top(
     above the k-th best, so the cut only keeps more)."""
     n_queries, fetch = labels.shape
     if n_queries == 1:
-        band = float(bands[0])
-        return _one_top(vectors, queries[0], labels[0], scores[0], band, length, check_gap, ranked)
+        found = one_top(vectors, queries[0], labels[0], scores[0], float(bands[0]), length, check_gap, ranked)
+        return ([(scores[0, :0], labels[0, :0])], [0]) if found is None else ([found], [])
     present = labels >= 0
     absent = not bool(present[:, -1].all())  # faiss fills the rows it did not find with -1, at the end
     if absent:
@@ -159,7 +195,7 @@ def band_top(
     return results, again
 
 
-def _one_top(
+def one_top(
     vectors: Float32Array,
     query: Float32Array,
     labels: IndexArray,
@@ -168,10 +204,12 @@ def _one_top(
     length: int,
     check_gap: bool,
     ranked: bool,
-) -> tuple[Hits, list[int]]:
+) -> tuple[Float32Array, IndexArray] | None:
     """:func:`band_top` for one query (the latency path): the same steps on 1-D arrays, in as
     few numpy calls as they take (each costs a microsecond or more after faiss's search: the cut
-    of faiss's ranked candidates is done on Python floats, exact doubles of the float32 scores)."""
+    of faiss's ranked candidates is done on Python floats, exact doubles of the float32 scores).
+    None: every candidate lies within the band (with ``check_gap``), so the caller asks again.
+    The result never aliases ``labels`` or ``scores`` (faiss's arrays, reused by the next call)."""
     if labels.item(-1) < 0:  # faiss fills the rows it did not find with -1, at the end
         present = labels >= 0
         labels, scores, check_gap = labels[present], scores[present], False
@@ -181,33 +219,33 @@ def _one_top(
         values = scores.tolist()
         # the lowest of the first k: the k-th best when ranked, never above it otherwise
         floor = min(values[:length]) - band
-        kept = [i for i, value in enumerate(values) if value >= floor]
-        if len(kept) == fetch:
+        count = length  # ranked: the candidates within the band are a prefix ...
+        while count < fetch and values[count] >= floor:
+            count += 1
+        if count == fetch:
             if check_gap:  # every candidate within the band: ask again
-                return [(scores[:0], labels[:0])], [0]
-        elif kept[-1] == len(kept) - 1:  # a prefix (ranked): a view, copied by the gather below
-            rows = labels[: len(kept)]
-        else:
-            rows = labels[kept]
+                return None
+        elif max(values[count:]) < floor:  # ... checked: none of the rest is within it
+            rows = labels[:count]  # a view, copied by the gather below
+        else:  # not in order after all: every candidate within the band
+            rows = labels[[i for i, value in enumerate(values) if value >= floor]]
     elif fetch > length:
         kth = np.partition(scores, fetch - length)[fetch - length]
         # float64: the float32 scores are compared exactly (a Python float would be cast down)
         rows = labels[scores >= np.float64(float(kth) - band)]
         if check_gap and rows.size == fetch:  # every candidate within the band: ask again
-            return [(scores[:0], labels[:0])], [0]
-    products = vectors[rows]  # a copy (fancy indexing; float32: ExactVectorIndex's matrix)
+            return None
+    products = vectors.take(rows, axis=0)  # a copy (float32: ExactVectorIndex's matrix)
     np.multiply(products, query, out=products)  # elementwise: the exact index's products
     exact = np.add.reduce(products, axis=1)  # what .sum(axis=1) calls: pairwise per row
     ordered = exact.tolist()
-    if all(high > low for high, low in itertools.pairwise(ordered)):  # strictly descending: no tie
-        top, rows = exact[:length], rows[:length].copy()  # rows may be a view of faiss's arrays
-    else:
-        picked = np.lexsort((rows, -exact))[:length]
-        top, rows = exact[picked], rows[picked]
-    # sorted by score desc: +inf would come first, -inf and NaN last (and NaN is never > anything)
-    if top.size and not (math.isfinite(top[0]) and math.isfinite(top[-1])):
-        _checked(top, rows)
-    return [(top, rows)], []
+    if ordered and all(map(operator.gt, ordered, ordered[1:])):  # strictly descending: no tie
+        # +inf would come first, -inf last (and NaN is never greater, so never here)
+        if not (math.isfinite(ordered[0]) and math.isfinite(ordered[min(length, len(ordered)) - 1])):
+            _checked(exact, rows)
+        return exact[:length], rows[:length].copy()  # rows may be a view of faiss's arrays
+    picked = np.lexsort((rows, -exact))[:length]
+    return _checked(exact[picked], rows[picked])
 
 
 def _top_of_kept(

@@ -69,6 +69,8 @@ _MAX_SAMPLE_ROWS = 32768
 #: rows per chunk in a batch: a block's scores (``_QUERY_BLOCK`` x this, 16 MB) stay in the cache
 #: between the GEMM that writes them and the pass that keeps the candidates
 BATCH_CHUNK_ROWS = 8192
+#: groups of sampled scores per result wanted whose maxima bound a batch's floors (_kth_lower_bound)
+_GROUPS_PER_RESULT = 8
 
 
 class ExactVectorIndex:
@@ -135,14 +137,21 @@ class ExactVectorIndex:
             and queries.shape == (self.dim,)
             and queries.flags.c_contiguous
         ):
-            wide = queries.astype(np.float64)
-            squared = float(np.dot(wide, wide))  # what rounding_bands computes for one query
-            if math.isfinite(squared):
-                return queries[None, :], np.array([self._band_factor * math.sqrt(squared)])
+            band = self.one_band(queries)
+            if band is not None:
+                return queries[None, :], np.array([band])
         matrix = check_queries(queries, self.dim)
         if not matrix.flags.c_contiguous:
             matrix = np.ascontiguousarray(matrix)
         return matrix, self.rounding_bands(matrix)
+
+    def one_band(self, query: Float32Array) -> float | None:
+        """:meth:`rounding_bands` of one float32 ``(dim,)`` query, from its squared norm in float64
+        (finite exactly when every value is: a float32's square cannot overflow a float64), or
+        None when a value is NaN or infinite (:func:`check_queries` says which)."""
+        wide = query.astype(np.float64)
+        squared = float(wide.dot(wide))  # what rounding_bands computes (np.dot's method: no dispatch)
+        return self._band_factor * math.sqrt(squared) if math.isfinite(squared) else None
 
     def rounding_bands(self, queries: Float32Array) -> npt.NDArray[np.float64]:
         """Per query: twice the rounding bound of its BLAS scores plus that of the pairwise
@@ -252,8 +261,9 @@ class ExactVectorIndex:
         workers: int = 1,
     ) -> Float32Array | None:
         """Per query of a batch, a float32 score below which no item can reach its top
-        ``length``: the k-th best score of every ``_SAMPLE``-th allowed row (at most
-        ``_MAX_SAMPLE_ROWS`` rows, evenly spread), minus the band (see :meth:`_collect`); None
+        ``length``: a lower bound (:func:`_kth_lower_bound`) of the k-th best score of every
+        ``_SAMPLE``-th allowed row (at most ``_MAX_SAMPLE_ROWS`` rows, evenly spread), minus the
+        band (see :meth:`_collect`); None
         when the sample holds too few rows to cut anything. The queries are split between the
         ``workers`` threads of ``pool`` (none: this thread)."""
         rows = np.arange(self.size) if allowed is None else np.flatnonzero(allowed)
@@ -262,13 +272,11 @@ class ExactVectorIndex:
             return None
         sampled = self._vectors[rows]
         floors = np.empty(queries.shape[0], dtype=np.float32)
-        width = rows.size
         step = min(_QUERY_BLOCK, -(-queries.shape[0] // workers))
 
         def floors_of(first: int) -> None:
             block = queries[first : first + step]
-            sample = block @ sampled.T
-            bound = np.partition(sample, width - length, axis=1)[:, width - length]
+            bound = _kth_lower_bound(block @ sampled.T, length)
             floors[first : first + block.shape[0]] = _floor32(bound - bands[first : first + block.shape[0]])
 
         firsts = range(0, queries.shape[0], step)
@@ -344,6 +352,15 @@ class ExactVectorIndex:
         scores = products.sum(axis=1)  # pairwise per row: the same value in any batch
         order = np.lexsort((rows, -scores, owner))
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        if kept and bool((counts >= length).all()):  # every query has k: one gather for the batch
+            picked = order[starts[:, None] + np.arange(length)]
+            top = scores[picked]
+            if not np.isfinite(top).all():
+                raise ValueError(
+                    "a similarity score overflowed to a non-finite value; rows and queries should be "
+                    "L2-normalised"
+                )
+            return list(zip(top, rows[picked], strict=True))
         results: Hits = []
         for i in range(len(kept)):
             picked = order[starts[i] : starts[i] + min(int(counts[i]), length)]
@@ -370,6 +387,25 @@ class ExactVectorIndex:
             stop = min(start + chunk_size, self.size)
             out[start:stop] = self._vectors[start:stop] @ vector
         return out
+
+
+def _kth_lower_bound(scores: Float32Array, length: int) -> Float32Array:
+    """Per row of ``scores``, a value its ``length``-th best is never below: the ``length``-th
+    best of the maxima of ``_GROUPS_PER_RESULT * length`` disjoint groups of columns (every
+    ``groups``-th column from each of the first ``groups``: ``length`` groups hold a column at
+    least that high, so ``length`` columns are), one elementwise maximum and a partition of a
+    few columns instead of a partition of the whole row (17 ms against 0.8 for 512 x 3,125;
+    about the 11th best at k = 10); the ``length``-th best itself when the groups would hold
+    fewer than two columns. A row with NaN (an overflow) gives -inf: no cut."""
+    n_rows, width = scores.shape
+    groups = _GROUPS_PER_RESULT * length
+    if width < 2 * groups:
+        maxima, groups = scores, width
+    else:  # a maximum propagates NaN
+        maxima = scores[:, : groups * (width // groups)].reshape(n_rows, -1, groups).max(axis=1)
+    bound = np.partition(maxima, groups - length, axis=1)[:, groups - length]
+    unordered = np.isnan(maxima).any(axis=1)  # NaN sorts last: it would pass for a high score
+    return np.where(unordered, np.float32(-np.inf), bound) if unordered.any() else bound
 
 
 def _floor32(values: npt.NDArray[np.float64]) -> Float32Array:
