@@ -33,11 +33,12 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.backends.changes import RowChange, descends_from
 from retrievers.index.vectors import Hits
 
 if TYPE_CHECKING:
@@ -163,6 +164,8 @@ class SearchBackend(ABC):
     def __init__(self, config: BackendConfig, identity: StoreIdentity) -> None:
         self.config = config
         self.identity = identity
+        #: the rows the last change dropped and wrote (None: nothing changed since opening)
+        self.last_change: RowChange | None = None
 
     @property
     def index(self) -> str:
@@ -203,10 +206,48 @@ class SearchBackend(ABC):
         """BackendError when this backend's vector search cannot filter and ``scoped`` (default:
         every backend filters inside its search)."""
 
+    def decide(
+        self,
+        store: ContextStore,
+        held: StoreIdentity | None,
+        held_key: str | None,
+        where: str,
+        *,
+        pending: str | None = None,
+    ) -> Literal["write", "reuse", "change"]:
+        """What :meth:`write` does with what ``where`` holds: ``held`` (its identity), ``held_key``
+        (the store content key recorded with it; None in tables written before keys were
+        recorded) and ``pending`` (the key an unfinished change was heading to: Qdrant).
+
+        * nothing held: ``write`` the store;
+        * this identity, no change pending: ``reuse`` it;
+        * a version this store was made from (its history names ``held_key``), or an unfinished
+          change whose source or target this store is or comes from: ``change`` the rows that
+          differ (:mod:`retrievers.backends.changes`);
+        * anything else: :class:`BackendError`, one line naming what differs."""
+        if held is None:
+            return "write"
+        if pending is None and held == self.identity:
+            return "reuse"
+        if held_key is not None and (
+            descends_from(store, held_key) or (pending is not None and descends_from(store, pending))
+        ):
+            return "change"
+        if pending is not None:
+            raise BackendError(
+                f"{where} holds an unfinished change from store {(held_key or '?')[:12]} to {pending[:12]}, "
+                f"and this store (content key {self.identity.content_key[:12]}) comes from neither; refusing "
+                "to query it: open it with either store to finish the change, or drop it"
+            )
+        self.identity.check_holds(held, where)
+        raise BackendError(f"{where} holds {held.content_key[:12]}, not this store")  # check_holds raised
+
     @abstractmethod
     def write(self, store: ContextStore) -> bool:
-        """Write ``store`` under its identity unless it is there already (then only check it);
-        True when written now. Another identity under this name: :class:`BackendError`."""
+        """Bring the backend to ``store`` (:meth:`decide`): written when it holds nothing, only
+        checked when it holds this store, the differing rows changed when it holds a version
+        ``store`` was made from; True when anything was written now. Another store under this
+        name: :class:`BackendError`."""
 
     @abstractmethod
     def vector_search(

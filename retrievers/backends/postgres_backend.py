@@ -34,6 +34,7 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
+from retrievers.backends.changes import row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
 
 if TYPE_CHECKING:
@@ -87,19 +88,24 @@ class PostgresBackend(SearchBackend):
                 f"store.backend=postgres ({self._shown}): {sql.split()[0]} failed: {first}"
             ) from None
 
-    def _held(self) -> StoreIdentity | None:
+    def _held(self) -> tuple[StoreIdentity | None, str | None]:
+        """The identity and store key the tables hold (None, None: nothing there)."""
         if not self._run("SELECT to_regclass(%s)", [self.meta])[0][0]:
-            return None
-        found = self._run(f"SELECT value FROM {self.meta} WHERE key = 'identity'")
-        return StoreIdentity.from_json(found[0][0]) if found else None
+            return None, None
+        found = dict(self._run(f"SELECT key, value FROM {self.meta} WHERE key IN ('identity', 'store_key')"))
+        if "identity" not in found:
+            return None, None
+        return StoreIdentity.from_json(found["identity"]), found.get("store_key")
 
     def write(self, store: ContextStore) -> bool:
-        held = self._held()
-        self.identity.check_holds(held, f"postgres {self._shown} (table {self.docs})")
-        if held is None:
+        held, held_key = self._held()
+        action = self.decide(store, held, held_key, f"postgres {self._shown} (table {self.docs})")
+        if action == "write":
             self._write(store)
+        elif action == "change":
+            self._change(store)
         self._index()
-        return held is None
+        return action != "reuse"
 
     def _write(self, store: ContextStore) -> None:
         dim = self.identity.dim
@@ -107,28 +113,56 @@ class PostgresBackend(SearchBackend):
             self._run(f"DROP TABLE IF EXISTS {self.docs}, {self.meta}")
             vector = f", emb vector({dim}) NOT NULL" if dim else ""
             self._run(
-                f"CREATE TABLE {self.docs}(row integer PRIMARY KEY, doc_id text NOT NULL, body text NOT NULL"
-                f"{vector}, tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED)"
+                f"CREATE TABLE {self.docs}(row integer PRIMARY KEY, doc_id text NOT NULL, body text NOT NULL, "
+                f"digest bytea NOT NULL{vector}, tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) "
+                "STORED)"
             )
-            columns = "row, doc_id, body" + (", emb" if dim else "")
-            with self.db.cursor().copy(
-                f"COPY {self.docs} ({columns}) FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["int4", "text", "text", "vector"][: 4 if dim else 3])
-                step = 4096
-                for start in range(0, len(store), step):
-                    stop = min(start + step, len(store))
-                    block = np.asarray(store.embeddings[start:stop], dtype=np.float32) if dim else None
-                    for row in range(start, stop):
-                        doc = store.documents[row]
-                        values: list[Any] = [row, doc.id, doc.full_text]
-                        if block is not None:
-                            values.append(block[row - start])
-                        copy.write_row(values)
+            self._copy(store, np.arange(len(store), dtype=np.int64), row_digests(store))
             self._run(f"CREATE INDEX ON {self.docs} USING gin (tsv)")
             self._run(f"CREATE TABLE {self.meta}(key text PRIMARY KEY, value text NOT NULL)")
-            self._run(f"INSERT INTO {self.meta} VALUES ('identity', %s)", [self.identity.to_json()])
+            self._record(store)
         self._run(f"ANALYZE {self.docs}")
+
+    def _copy(self, store: ContextStore, rows: IntArray, digests: Sequence[bytes]) -> None:
+        """The store's ``rows`` (ascending) into the docs table, by binary COPY."""
+        dim = self.identity.dim
+        columns = "row, doc_id, body, digest" + (", emb" if dim else "")
+        with self.db.cursor().copy(f"COPY {self.docs} ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "text", "text", "bytea", "vector"][: 5 if dim else 4])
+            step = 4096
+            for start in range(0, len(rows), step):
+                block = rows[start : start + step].tolist()
+                vectors = np.asarray(store.embeddings[block], dtype=np.float32) if dim else None
+                for i, row in enumerate(block):
+                    doc = store.documents[row]
+                    values: list[Any] = [row, doc.id, doc.full_text, digests[row]]
+                    if vectors is not None:
+                        values.append(vectors[i])
+                    copy.write_row(values)
+
+    def _record(self, store: ContextStore) -> None:
+        """The identity and the store key (inside the transaction that wrote the rows)."""
+        self._run(
+            f"INSERT INTO {self.meta} VALUES ('identity', %s), ('store_key', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [self.identity.to_json(), store_key(store)],
+        )
+
+    def _change(self, store: ContextStore) -> None:
+        """Only the rows that differ (:mod:`retrievers.backends.changes`) and the new identity,
+        in one transaction: the GIN and vector indexes follow the rows; a failure rolls it all back."""
+        digests = row_digests(store)
+        held = self._run(f"SELECT row, digest FROM {self.docs}")
+        change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
+        self.last_change = change
+        with self.db.transaction():
+            if change.drop.size:
+                self._run(
+                    f"DELETE FROM {self.docs} WHERE row = ANY(%s)", [change.drop.astype(np.int32).tolist()]
+                )
+            if change.write.size:
+                self._copy(store, change.write, digests)
+            self._record(store)
 
     def _index(self) -> None:
         """The configured vector index (made once; an index adds nothing to what the table holds)."""
