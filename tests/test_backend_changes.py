@@ -244,3 +244,51 @@ def test_a_store_not_made_from_the_held_version_is_refused(
     with pytest.raises(BackendError, match="holds another corpus"):
         opened(place("libsql", "s"), grown)
     assert opened(place("libsql", "s"), store).last_change is None  # its own store is still served
+
+
+KILLED = """
+import os, signal, sys
+from pathlib import Path
+from retrievers.backends import BackendConfig, open_backend
+from retrievers.backends.{module} import {cls}
+from retrievers.store import ContextStore
+
+def killed(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no rollback: as a killed process
+
+{cls}.{method} = killed
+open_backend(BackendConfig.from_dict({config!r}), ContextStore.load(Path(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "module", "cls", "method"),
+    [
+        ("libsql", "libsql_backend", "LibsqlBackend", "_insert"),
+        ("qdrant", "qdrant_backend", "QdrantBackend", "_upsert"),
+    ],
+)
+def test_a_process_killed_in_a_change_leaves_the_previous_version(
+    kind: str, module: str, cls: str, method: str, place: Callable[[str, str], BackendConfig], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(9)
+    before = base_store().add([new_doc("d003", rng)], EMBEDDER)
+    after = before.delete(["d000", "d012"]).update([new_doc("d020", rng)], EMBEDDER)
+    after.save(tmp_path / "after")
+    opened(place(kind, "s"), before).close()
+    script = KILLED.format(module=module, cls=cls, method=method, config=place(kind, "s").to_dict())
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "after")], env=env, timeout=120)
+    assert done.returncode == -9  # killed after the dropped rows were deleted, before any was written
+    fresh = opened(place(kind, "fresh"), before)
+    backend = opened(place(kind, "s"), before)
+    try:
+        assert (backend.last_change is None) == (kind == "libsql")  # rolled back / undone by digests
+        assert_same_searches(backend, fresh, before)
+    finally:
+        backend.close()
+        fresh.close()

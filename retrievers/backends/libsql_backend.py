@@ -1,9 +1,13 @@
 """libSQL (SQLite with native vectors): one file, embedded; or a libSQL/Turso server by URL.
 
-Tables, all named ``<backend_name>_*``: ``docs(row INTEGER PRIMARY KEY, doc_id, body, emb
-F32_BLOB(dim))``, ``fts`` (FTS5 over ``body``, external content, ``porter unicode61``
-tokenizer) and ``meta`` (the store's identity, written last in the same transaction: a file
-without it holds a write that did not finish, which the next open drops and redoes).
+Tables, all named ``<backend_name>_*``: ``docs(row INTEGER PRIMARY KEY, doc_id, body, digest,
+emb F32_BLOB(dim))``, ``fts`` (FTS5 over ``body``, external content, ``porter unicode61``
+tokenizer) and ``meta`` (the store's identity and store key, written last in the same
+transaction: a file without them holds a write that did not finish, which the next open drops
+and redoes). A later version of the store (:mod:`retrievers.backends.changes`) changes only the
+rows that differ, their FTS5 entries (an external-content index forgets a row given the text it
+indexed) and the identity, in one transaction: a failure or a killed process leaves the
+previous version.
 
 Vector search: ``exact`` scans with ``vector_distance_cos`` (float32), the scope as a ``WHERE
 row IN (json_each(...))`` filter (for L2-normalised rows the cosine order is the inner-product

@@ -1,10 +1,13 @@
 """PostgreSQL with pgvector and full-text search, any server by URL (``postgresql://...``;
 libpq's environment, e.g. ``PGPASSWORD``, gives what the URL leaves out).
 
-Tables ``<backend_name>_docs(row int PRIMARY KEY, doc_id, body, emb vector(dim), tsv tsvector
-GENERATED from to_tsvector('english', body))`` with a GIN index on ``tsv``, and
-``<backend_name>_meta`` holding the store's identity; everything is written in one transaction,
-so a table set without its identity never exists.
+Tables ``<backend_name>_docs(row int PRIMARY KEY, doc_id, body, digest, emb vector(dim), tsv
+tsvector GENERATED from to_tsvector('english', body))`` with a GIN index on ``tsv``, and
+``<backend_name>_meta`` holding the store's identity and store key; everything is written in one
+transaction, so a table set without its identity never exists. A later version of the store
+(:mod:`retrievers.backends.changes`) deletes and inserts only the rows that differ and replaces
+the identity in one transaction (the GIN and vector indexes follow the rows; an IVFFlat index
+keeps the lists it was built with).
 
 Vector search orders by ``emb <#> q`` (pgvector's negative inner product), the scope as ``WHERE
 row = ANY(rows)``, each returned row scored from its returned vector (``rescored_hit``): ``exact`` turns index scans off (a sequential scan, exact); ``hnsw`` (``m``,

@@ -1,10 +1,14 @@
 """Qdrant: local mode (a folder, in-process, no server) or any Qdrant server or cluster by URL
 (``http(s)://...``; an API key from ``QDRANT_API_KEY``).
 
-Collection ``<backend_name>_docs``: one point per row (point id = row, payload ``doc_id``) with
-a dense vector ``emb`` (dot product: the store's rows are L2-normalised) and a sparse vector
-``bm25``; collection ``<backend_name>_meta`` holds the store's identity, written after every point
-(a docs collection without it is a write that did not finish: dropped and redone).
+Collection ``<backend_name>_docs``: one point per row (point id = row, payload ``doc_id`` and
+the row's digest) with a dense vector ``emb`` (dot product: the store's rows are L2-normalised)
+and a sparse vector ``bm25``; collection ``<backend_name>_meta`` holds the store's identity, store
+key and mean document length, written after every point (a docs collection without it is a
+write that did not finish: dropped and redone). A later version of the store
+(:mod:`retrievers.backends.changes`, :meth:`QdrantBackend._change`) marks the change pending,
+deletes and writes the rows that differ, rewrites every kept point's sparse vector when the mean
+length moved, and writes the new identity last.
 
 Vector search: ``exact`` asks for an exact scan (``SearchParams(exact=True)``), ``hnsw`` searches
 the HNSW graph (``m``, ``ef_construction``) with ``ef_search`` as ``hnsw_ef``; the scope is a
