@@ -292,3 +292,47 @@ def test_a_process_killed_in_a_change_leaves_the_previous_version(
     finally:
         backend.close()
         fresh.close()
+
+
+def test_postgres_refuses_a_change_made_meanwhile_by_another_process(
+    place: Callable[[str, str], BackendConfig],
+) -> None:
+    from retrievers.backends import identity_of
+    from retrievers.backends.postgres_backend import PostgresBackend
+
+    rng = np.random.default_rng(6)
+    store = base_store()
+    first = store.add([new_doc("d001", rng)], EMBEDDER)
+    second = store.add([new_doc("d003", rng)], EMBEDDER)  # another change of the same version
+    config = place("postgres", "s")
+    opened(config, store).close()
+    late = PostgresBackend(config, identity_of(first), str(config.url))
+    held, _ = late._held()  # it has read what the tables hold...
+    opened(config, second).close()  # ...and another process changes them before it does
+    with pytest.raises(BackendError, match="was changed by another process while this one opened it"):
+        late._change(first, held)
+    late.close()
+    backend = opened(config, second)
+    assert backend.last_change is None  # the other process's change stands
+    backend.close()
+
+
+def test_the_corpus_key_is_the_json_of_every_row_hashed() -> None:
+    """identity_of reads the columns in blocks; its corpus key stays sha256 over
+    json.dumps([id, full_text], ensure_ascii=False) of every row, what backends hold."""
+    import hashlib
+    import json
+
+    from retrievers.backends import identity_of
+
+    docs = [
+        Document('a"1', 'tx \\ \n é \u2028 \x01 "q" end', "Tïtle "),
+        Document("b2", "  text  ", ""),
+        Document("c3", "x", "  "),
+        *corpus(5000, seed=1),
+    ]
+    store = build_store(docs, None)
+    digest = hashlib.sha256()
+    for doc in store.documents:
+        digest.update(json.dumps([doc.id, doc.full_text], ensure_ascii=False).encode())
+    assert identity_of(store).corpus_key == digest.hexdigest()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -105,9 +106,19 @@ class StoreIdentity:
 def identity_of(store: ContextStore, content_key: str | None = None) -> StoreIdentity:
     """The store's identity: ``content_key`` as given (the harness's store key), else a hash of
     what the searches read (rows' ids and texts, embeddings, embedder, store settings)."""
+    # json.dumps([id, full_text], ensure_ascii=False) of every row, in order, read from the
+    # columns (no metadata decoded) and hashed in blocks: the same bytes, so the same key
+    quote = json.encoder.encode_basestring  # what dumps quotes strings with (ensure_ascii=False)
+    columns = store.documents
     corpus = hashlib.sha256()
-    for doc in store.documents:
-        corpus.update(json.dumps([doc.id, doc.full_text], ensure_ascii=False).encode())
+    block: list[str] = []
+    for doc_id, title, text in zip(columns.ids, columns.titles, columns.texts, strict=True):
+        full = f"{title} {text}".strip() if title else text  # Document.full_text
+        block.append(f"[{quote(doc_id)}, {quote(full)}]")
+        if len(block) == 4096:
+            corpus.update("".join(block).encode())
+            block = []
+    corpus.update("".join(block).encode())
     corpus_key = corpus.hexdigest()
     dim = store.dim if store.has_vectors else 0
     if content_key is None:

@@ -20,7 +20,7 @@ transactions: :mod:`retrievers.backends.qdrant_backend`).
 from __future__ import annotations
 
 import hashlib
-import json
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,15 +50,27 @@ def descends_from(store: ContextStore, key: str) -> bool:
 
 
 def row_digests(store: ContextStore) -> list[bytes]:
-    """Per row: blake2b of its id and full text (as JSON) and its float32 vector's bytes."""
+    """Per row: blake2b of its id, title and text (each length-prefixed, read from the store's
+    columns as bytes) and its float32 vector's bytes."""
+    columns = store.documents
+    ids = columns.ids.array
+    texts = []
+    for column in (columns.titles, columns.texts):
+        texts.append((np.asarray(column.offsets).tolist(), memoryview(np.ascontiguousarray(column.blob))))
+    (title_at, titles), (text_at, bodies) = texts
+    vectors = None
+    if store.has_vectors:
+        vectors = memoryview(np.ascontiguousarray(store.embeddings, dtype=np.float32)).cast("B")
+        width = store.dim * 4
     digests = []
-    vectors = np.ascontiguousarray(store.embeddings, dtype=np.float32) if store.has_vectors else None
-    for row, doc in enumerate(store.documents):
-        digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
-        digest.update(json.dumps([doc.id, doc.full_text], ensure_ascii=False).encode())
+    for row in range(len(store)):
+        doc_id = bytes(ids[row])
+        title = titles[title_at[row] : title_at[row + 1]]
+        body = bodies[text_at[row] : text_at[row + 1]]
+        parts = [struct.pack("<QQQ", len(doc_id), len(title), len(body)), doc_id, title, body]
         if vectors is not None:
-            digest.update(vectors[row].tobytes())
-        digests.append(digest.digest())
+            parts.append(vectors[row * width : (row + 1) * width])
+        digests.append(hashlib.blake2b(b"".join(parts), digest_size=DIGEST_BYTES).digest())
     return digests
 
 

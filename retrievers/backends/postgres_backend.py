@@ -78,6 +78,7 @@ class PostgresBackend(SearchBackend):
             raise BackendError(f"store.backend=postgres: cannot connect to {shown}: {first}") from None
         self._shown = shown
         self._settings: dict[str, str] = {}
+        self._built: dict[str, int] = {}
 
     def _run(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         import psycopg
@@ -106,7 +107,7 @@ class PostgresBackend(SearchBackend):
         if action == "write":
             self._write(store)
         elif action == "change":
-            self._change(store)
+            self._change(store, held)
         self._index()
         return action != "reuse"
 
@@ -151,14 +152,22 @@ class PostgresBackend(SearchBackend):
             [self.identity.to_json(), store_key(store)],
         )
 
-    def _change(self, store: ContextStore) -> None:
+    def _change(self, store: ContextStore, held_identity: StoreIdentity | None) -> None:
         """Only the rows that differ (:mod:`retrievers.backends.changes`) and the new identity,
-        in one transaction: the GIN and vector indexes follow the rows; a failure rolls it all back."""
+        in one transaction: the GIN and vector indexes follow the rows; a failure rolls it all
+        back. The identity row is locked first, so two processes changing the same tables one
+        after the other: the second finds the identity it read gone and stops."""
         digests = row_digests(store)
-        held = self._run(f"SELECT row, digest FROM {self.docs}")
-        change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
-        self.last_change = change
         with self.db.transaction():
+            locked = self._run(f"SELECT value FROM {self.meta} WHERE key = 'identity' FOR UPDATE")
+            if not locked or held_identity is None or StoreIdentity.from_json(locked[0][0]) != held_identity:
+                raise BackendError(
+                    f"postgres {self._shown} (table {self.docs}) was changed by another process while "
+                    "this one opened it; open it again"
+                )
+            held = self._run(f"SELECT row, digest FROM {self.docs}")
+            change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
+            self.last_change = change
             if change.drop.size:
                 self._run(
                     f"DELETE FROM {self.docs} WHERE row = ANY(%s)", [change.drop.astype(np.int32).tolist()]
@@ -196,6 +205,16 @@ class PostgresBackend(SearchBackend):
         self._run(
             f"CREATE INDEX IF NOT EXISTS {name} ON {self.docs} USING {method} (emb vector_ip_ops) WITH {options}"
         )
+        # what the index was built with (an index made before a change keeps its lists)
+        found = self._run("SELECT reloptions FROM pg_class WHERE relname = %s", [name])
+        options_held: list[str] = (found[0][0] or []) if found else []
+        pairs = [option.partition("=") for option in options_held]
+        self._built = {key: int(value) for key, _, value in pairs if key in ("m", "ef_construction", "lists")}
+
+    def describe(self) -> dict[str, Any]:
+        described = super().describe()
+        described["settings"].update(self._built)
+        return described
 
     def _set(self, name: str, value: str) -> None:
         if self._settings.get(name) != value:
