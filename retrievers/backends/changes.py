@@ -54,20 +54,21 @@ def row_digests(store: ContextStore) -> list[bytes]:
     columns as bytes) and its float32 vector's bytes."""
     columns = store.documents
     ids = columns.ids.array
-    texts = []
-    for column in (columns.titles, columns.texts):
-        texts.append((np.asarray(column.offsets).tolist(), memoryview(np.ascontiguousarray(column.blob))))
-    (title_at, titles), (text_at, bodies) = texts
-    vectors = None
+    title_at = np.asarray(columns.titles.offsets).tolist()
+    text_at = np.asarray(columns.texts.offsets).tolist()
+    titles: memoryview = np.ascontiguousarray(columns.titles.blob, dtype=np.uint8).data
+    bodies: memoryview = np.ascontiguousarray(columns.texts.blob, dtype=np.uint8).data
+    vectors: memoryview | None = None
+    width = store.dim * 4 if store.has_vectors else 0
     if store.has_vectors:
-        vectors = memoryview(np.ascontiguousarray(store.embeddings, dtype=np.float32)).cast("B")
-        width = store.dim * 4
+        vectors = np.ascontiguousarray(store.embeddings, dtype=np.float32).view(np.uint8).reshape(-1).data
     digests = []
     for row in range(len(store)):
         doc_id = bytes(ids[row])
         title = titles[title_at[row] : title_at[row + 1]]
         body = bodies[text_at[row] : text_at[row + 1]]
-        parts = [struct.pack("<QQQ", len(doc_id), len(title), len(body)), doc_id, title, body]
+        parts: list[bytes | memoryview] = [struct.pack("<QQQ", len(doc_id), len(title), len(body)), doc_id]
+        parts += [title, body]
         if vectors is not None:
             parts.append(vectors[row * width : (row + 1) * width])
         digests.append(hashlib.blake2b(b"".join(parts), digest_size=DIGEST_BYTES).digest())
