@@ -25,7 +25,8 @@ import numpy as np
 from backend_setup import postgres_url, synthetic_store
 from synthetic import token_documents, token_queries
 
-from retrievers.backends import BackendConfig, SearchBackend, open_backend
+from retrievers.backends import BackendConfig, SearchBackend, identity_of, open_backend
+from retrievers.backends.changes import row_digests
 from retrievers.types import Document
 
 __all__ = ["measure_backends"]
@@ -117,5 +118,15 @@ def measure_backends(
                 f"{add_s:.2f} | {same} |",
                 flush=True,
             )
+    print()
+    for _, changed, _ in stores.values():  # the pass over every row a change makes on the client
+        _, digest_wall, digest_cpu = _timed(lambda: row_digests(changed))  # noqa: B023
+        _, identity_wall, identity_cpu = _timed(lambda: identity_of(changed))  # noqa: B023
+        floor = {"rows": len(changed), "digests_cpu": digest_cpu, "identity_cpu": identity_cpu}
+        results.append({"client_pass": floor})
+        print(
+            f"client pass over {len(changed):,} rows (part of every change): row digests {digest_wall:.2f} s "
+            f"wall / {digest_cpu:.2f} cpu, the store's identity {identity_wall:.2f} / {identity_cpu:.2f}"
+        )
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return results
