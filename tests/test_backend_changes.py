@@ -244,6 +244,10 @@ def test_a_store_not_made_from_the_held_version_is_refused(
     with pytest.raises(BackendError, match="holds another corpus"):
         opened(place("libsql", "s"), grown)
     assert opened(place("libsql", "s"), store).last_change is None  # its own store is still served
+    later = grown.delete(["d000"])
+    opened(place("libsql", "newer"), later).close()  # written at the later version...
+    with pytest.raises(BackendError, match="holds another corpus"):
+        opened(place("libsql", "newer"), grown)  # ...never taken back to an earlier one
 
 
 KILLED = """
