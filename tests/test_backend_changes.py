@@ -343,3 +343,29 @@ def test_the_corpus_key_is_the_json_of_every_row_hashed() -> None:
     for doc in store.documents:
         digest.update(json.dumps([doc.id, doc.full_text], ensure_ascii=False).encode())
     assert identity_of(store).corpus_key == digest.hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("kind", "index"), [("libsql", "vector_idx"), ("postgres", "hnsw"), ("postgres", "ivfflat")]
+)
+def test_ann_indexes_follow_the_change(
+    kind: str, index: str, place: Callable[[str, str], BackendConfig]
+) -> None:
+    rng = np.random.default_rng(8)
+    store = base_store()
+    config = BackendConfig.from_dict({**place(kind, f"ann{index}").to_dict(), "backend_index": index})
+    opened(config, store).close()
+    changed = store.delete(["d002", "d014"]).add([new_doc(f"d{i:03d}", rng) for i in (5, 7, 41)], EMBEDDER)
+    backend = opened(config, changed)
+    try:
+        assert backend.last_change is not None and backend.last_change.kept < len(changed)
+        new_rows = [changed.row_of[f"d{i:03d}"] for i in (5, 7, 41)]
+        queries = np.asarray(changed.embeddings[new_rows])
+        for row, (scores, rows) in zip(
+            new_rows, backend.vector_search(queries, 5, None, nprobe=4), strict=True
+        ):
+            assert row in rows.tolist()  # the new rows are in the index
+            # every row found holds the store's vector for that row now (no stale entry)
+            np.testing.assert_allclose(scores, changed.embeddings[rows] @ changed.embeddings[row], rtol=1e-5)
+    finally:
+        backend.close()
