@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import json.encoder
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -103,9 +104,21 @@ class StoreIdentity:
         )
 
 
+#: identities already computed, per store object (stores are never changed once made): opening
+#: a backend and attaching the store to it hash the rows once
+_IDENTITIES: weakref.WeakKeyDictionary[Any, dict[str | None, StoreIdentity]] = weakref.WeakKeyDictionary()
+
+
 def identity_of(store: ContextStore, content_key: str | None = None) -> StoreIdentity:
     """The store's identity: ``content_key`` as given (the harness's store key), else a hash of
     what the searches read (rows' ids and texts, embeddings, embedder, store settings)."""
+    known = _IDENTITIES.setdefault(store, {})
+    if content_key not in known:
+        known[content_key] = _identity(store, content_key)
+    return known[content_key]
+
+
+def _identity(store: ContextStore, content_key: str | None) -> StoreIdentity:
     # json.dumps([id, full_text], ensure_ascii=False) of every row, in order, read from the
     # columns (no metadata decoded) and hashed in blocks: the same bytes, so the same key
     quote = json.encoder.encode_basestring  # what dumps quotes strings with (ensure_ascii=False)
