@@ -26,6 +26,7 @@ from backend_setup import postgres_url, synthetic_store
 from synthetic import token_documents, token_queries
 
 from retrievers.backends import BackendConfig, SearchBackend, identity_of, open_backend
+from retrievers.backends.base import _IDENTITIES
 from retrievers.backends.changes import row_digests
 from retrievers.types import Document
 
@@ -33,6 +34,9 @@ __all__ = ["measure_backends"]
 
 
 def _timed(call: Any) -> tuple[Any, float, float]:
+    """``call()`` and its wall and CPU seconds, with no store identity remembered from before
+    (``identity_of`` keeps one per store object: every timing pays for its own)."""
+    _IDENTITIES.clear()
     wall, cpu = time.perf_counter(), time.process_time()
     result = call()
     return result, time.perf_counter() - wall, time.process_time() - cpu
