@@ -18,6 +18,13 @@ after insertion is compared with a tree built again over the same documents: the
 retriever's recall@10 against exact search (512 queries, ``max_convergence_rounds`` 3 and 20)
 and node counts. Also timed: writing the new version (``StoreVersions.commit``: a new folder and
 the pointer swap). Prints a Markdown table and writes ``--json``.
+
+``--backends libsql,postgres,qdrant`` measures the search backends instead
+(:mod:`ingest_backends`): writing ``--docs`` rows into each against following a change of
+``--fraction`` of them (Qdrant at ``--qdrant-docs`` rows: its local mode writes a few hundred
+points a second)::
+
+    python benchmarks/ingest.py --backends libsql,postgres,qdrant --docs 100000 --qdrant-docs 5000
 """
 
 from __future__ import annotations
@@ -79,7 +86,30 @@ def main() -> None:
         help="cpu (default): every part timed in the process's CPU seconds (all its threads), which "
         "other jobs on a shared machine do not inflate; wall: elapsed seconds",
     )
+    parser.add_argument(
+        "--backends",
+        default="",
+        help="libsql,postgres,qdrant: time the backends following the change instead",
+    )
+    parser.add_argument("--qdrant-docs", type=int, default=5000, help="rows of the qdrant store (--backends)")
     args = parser.parse_args()
+    if args.backends:
+        from ingest_backends import measure_backends
+
+        kinds = [kind.strip() for kind in args.backends.split(",") if kind.strip()]
+        unknown = sorted(set(kinds) - {"libsql", "postgres", "qdrant"})
+        if unknown:
+            parser.error(f"--backends: {unknown[0]!r} is not one of libsql, postgres, qdrant")
+        print(
+            f"\n# {args.docs:,} rows (qdrant {min(args.docs, args.qdrant_docs):,}), {args.fraction:.1%} added"
+        )
+        print(f"({'ids among the stored' if args.middle else 'ids after the stored'})\n")
+        rows = measure_backends(
+            kinds, args.docs, args.fraction, middle=args.middle, qdrant_docs=args.qdrant_docs
+        )
+        if args.json is not None:
+            args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        return
     clock = _use_clock(args.clock)
     from retrievers import Document, StoreConfig
     from retrievers.builders import build_store

@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.backends.changes import RowChange, descends_from
 from retrievers.index.vectors import Hits
 
 if TYPE_CHECKING:
@@ -101,12 +104,34 @@ class StoreIdentity:
         )
 
 
+#: identities already computed, per store object (stores are never changed once made): opening
+#: a backend and attaching the store to it hash the rows once
+_IDENTITIES: weakref.WeakKeyDictionary[Any, dict[str | None, StoreIdentity]] = weakref.WeakKeyDictionary()
+
+
 def identity_of(store: ContextStore, content_key: str | None = None) -> StoreIdentity:
     """The store's identity: ``content_key`` as given (the harness's store key), else a hash of
     what the searches read (rows' ids and texts, embeddings, embedder, store settings)."""
+    known = _IDENTITIES.setdefault(store, {})
+    if content_key not in known:
+        known[content_key] = _identity(store, content_key)
+    return known[content_key]
+
+
+def _identity(store: ContextStore, content_key: str | None) -> StoreIdentity:
+    # json.dumps([id, full_text], ensure_ascii=False) of every row, in order, read from the
+    # columns (no metadata decoded) and hashed in blocks: the same bytes, so the same key
+    quote = json.encoder.encode_basestring  # what dumps quotes strings with (ensure_ascii=False)
+    columns = store.documents
     corpus = hashlib.sha256()
-    for doc in store.documents:
-        corpus.update(json.dumps([doc.id, doc.full_text], ensure_ascii=False).encode())
+    block: list[str] = []
+    for doc_id, title, text in zip(columns.ids, columns.titles, columns.texts, strict=True):
+        full = f"{title} {text}".strip() if title else text  # Document.full_text
+        block.append(f"[{quote(doc_id)}, {quote(full)}]")
+        if len(block) == 4096:
+            corpus.update("".join(block).encode())
+            block = []
+    corpus.update("".join(block).encode())
     corpus_key = corpus.hexdigest()
     dim = store.dim if store.has_vectors else 0
     if content_key is None:
@@ -163,6 +188,8 @@ class SearchBackend(ABC):
     def __init__(self, config: BackendConfig, identity: StoreIdentity) -> None:
         self.config = config
         self.identity = identity
+        #: the rows the last change dropped and wrote (None: nothing changed since opening)
+        self.last_change: RowChange | None = None
 
     @property
     def index(self) -> str:
@@ -203,10 +230,48 @@ class SearchBackend(ABC):
         """BackendError when this backend's vector search cannot filter and ``scoped`` (default:
         every backend filters inside its search)."""
 
+    def decide(
+        self,
+        store: ContextStore,
+        held: StoreIdentity | None,
+        held_key: str | None,
+        where: str,
+        *,
+        pending: str | None = None,
+    ) -> Literal["write", "reuse", "change"]:
+        """What :meth:`write` does with what ``where`` holds: ``held`` (its identity), ``held_key``
+        (the store content key recorded with it; None in tables written before keys were
+        recorded) and ``pending`` (the key an unfinished change was heading to: Qdrant).
+
+        * nothing held: ``write`` the store;
+        * this identity, no change pending: ``reuse`` it;
+        * a version this store was made from (its history names ``held_key``), or an unfinished
+          change whose source or target this store is or comes from: ``change`` the rows that
+          differ (:mod:`retrievers.backends.changes`);
+        * anything else: :class:`BackendError`, one line naming what differs."""
+        if held is None:
+            return "write"
+        if pending is None and held == self.identity:
+            return "reuse"
+        if held_key is not None and (
+            descends_from(store, held_key) or (pending is not None and descends_from(store, pending))
+        ):
+            return "change"
+        if pending is not None:
+            raise BackendError(
+                f"{where} holds an unfinished change from store {(held_key or '?')[:12]} to {pending[:12]}, "
+                f"and this store (content key {self.identity.content_key[:12]}) comes from neither; refusing "
+                "to query it: open it with either store to finish the change, or drop it"
+            )
+        self.identity.check_holds(held, where)
+        raise BackendError(f"{where} holds {held.content_key[:12]}, not this store")  # check_holds raised
+
     @abstractmethod
     def write(self, store: ContextStore) -> bool:
-        """Write ``store`` under its identity unless it is there already (then only check it);
-        True when written now. Another identity under this name: :class:`BackendError`."""
+        """Bring the backend to ``store`` (:meth:`decide`): written when it holds nothing, only
+        checked when it holds this store, the differing rows changed when it holds a version
+        ``store`` was made from; True when anything was written now. Another store under this
+        name: :class:`BackendError`."""
 
     @abstractmethod
     def vector_search(

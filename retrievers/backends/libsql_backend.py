@@ -1,9 +1,13 @@
 """libSQL (SQLite with native vectors): one file, embedded; or a libSQL/Turso server by URL.
 
-Tables, all named ``<backend_name>_*``: ``docs(row INTEGER PRIMARY KEY, doc_id, body, emb
-F32_BLOB(dim))``, ``fts`` (FTS5 over ``body``, external content, ``porter unicode61``
-tokenizer) and ``meta`` (the store's identity, written last in the same transaction: a file
-without it holds a write that did not finish, which the next open drops and redoes).
+Tables, all named ``<backend_name>_*``: ``docs(row INTEGER PRIMARY KEY, doc_id, body, digest,
+emb F32_BLOB(dim))``, ``fts`` (FTS5 over ``body``, external content, ``porter unicode61``
+tokenizer) and ``meta`` (the store's identity and store key, written last in the same
+transaction: a file without them holds a write that did not finish, which the next open drops
+and redoes). A later version of the store (:mod:`retrievers.backends.changes`) changes only the
+rows that differ, their FTS5 entries (an external-content index forgets a row given the text it
+indexed) and the identity, in one transaction: a failure or a killed process leaves the
+previous version.
 
 Vector search: ``exact`` scans with ``vector_distance_cos`` (float32), the scope as a ``WHERE
 row IN (json_each(...))`` filter (for L2-normalised rows the cosine order is the inner-product
@@ -34,6 +38,7 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
+from retrievers.backends.changes import row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
 
 if TYPE_CHECKING:
@@ -85,25 +90,30 @@ class LibsqlBackend(SearchBackend):
             ) from None
         return rows
 
-    def _held(self) -> StoreIdentity | None:
+    def _held(self) -> tuple[StoreIdentity | None, str | None]:
+        """The identity and store key the file holds (None, None: nothing, or an unfinished write)."""
         tables = {row[0] for row in self._run("SELECT name FROM sqlite_master WHERE type IN ('table')")}
         if self.meta not in tables:
-            return None
-        found = self._run(f"SELECT value FROM {self.meta} WHERE key = 'identity'")
-        return StoreIdentity.from_json(found[0][0]) if found else None
+            return None, None
+        found = dict(self._run(f"SELECT key, value FROM {self.meta} WHERE key IN ('identity', 'store_key')"))
+        if "identity" not in found:
+            return None, None
+        return StoreIdentity.from_json(found["identity"]), found.get("store_key")
 
     def write(self, store: ContextStore) -> bool:
         where = f"{self.location} (tables {self.docs}, ...)"
-        held = self._held()
-        self.identity.check_holds(held, where)
-        if held is None:
+        held, held_key = self._held()
+        action = self.decide(store, held, held_key, where)
+        if action == "write":
             self._write(store)
+        elif action == "change":
+            self._change(store)
         if self.index == "vector_idx":
             self._run(
                 f"CREATE INDEX IF NOT EXISTS {self.vidx} ON {self.docs}(libsql_vector_idx(emb, 'metric=cosine'))"
             )
             self.db.commit()
-        return held is None
+        return action != "reuse"
 
     def _write(self, store: ContextStore) -> None:
         for table in (self.fts, self.docs, self.meta):  # a write that never finished
@@ -111,31 +121,73 @@ class LibsqlBackend(SearchBackend):
         dim = self.identity.dim
         vector = f", emb F32_BLOB({dim})" if dim else ""
         self._run(
-            f"CREATE TABLE {self.docs}(row INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, body TEXT NOT NULL{vector})"
+            f"CREATE TABLE {self.docs}(row INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, body TEXT NOT NULL, "
+            f"digest BLOB NOT NULL{vector})"
         )
         self._run(
             f"CREATE VIRTUAL TABLE {self.fts} USING fts5(body, content='{self.docs}', content_rowid='row', "
             "tokenize='porter unicode61')"
         )
         self._run(f"CREATE TABLE {self.meta}(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        step = 2000
-        for start in range(0, len(store), step):
-            stop = min(start + step, len(store))
-            docs = [store.documents[row] for row in range(start, stop)]
-            if dim:
-                block = np.ascontiguousarray(store.embeddings[start:stop], dtype=np.float32)
-                self.db.executemany(
-                    f"INSERT INTO {self.docs}(row, doc_id, body, emb) VALUES (?, ?, ?, vector32(?))",
-                    [(start + i, d.id, d.full_text, block[i].tobytes()) for i, d in enumerate(docs)],
-                )
-            else:
-                self.db.executemany(
-                    f"INSERT INTO {self.docs}(row, doc_id, body) VALUES (?, ?, ?)",
-                    [(start + i, d.id, d.full_text) for i, d in enumerate(docs)],
-                )
+        self._insert(store, np.arange(len(store), dtype=np.int64), row_digests(store))
         self._run(f"INSERT INTO {self.fts}(rowid, body) SELECT row, body FROM {self.docs}")
-        self._run(f"INSERT INTO {self.meta}(key, value) VALUES ('identity', ?)", [self.identity.to_json()])
+        self._record(store)
         self.db.commit()  # one transaction: the identity is there only when everything is
+
+    def _insert(self, store: ContextStore, rows: IntArray, digests: Sequence[bytes]) -> None:
+        """Insert the store's ``rows`` (ascending) into the docs table (not the FTS index)."""
+        dim = self.identity.dim
+        columns = "row, doc_id, body, digest" + (", emb" if dim else "")
+        values = "?, ?, ?, ?" + (", vector32(?)" if dim else "")
+        step = 2000
+        for start in range(0, len(rows), step):
+            block = rows[start : start + step].tolist()
+            docs = [store.documents[row] for row in block]
+            args: list[tuple[Any, ...]] = [
+                (row, doc.id, doc.full_text, digests[row]) for row, doc in zip(block, docs, strict=True)
+            ]
+            if dim:
+                vectors = np.ascontiguousarray(store.embeddings[block], dtype=np.float32)
+                args = [(*known, vectors[i].tobytes()) for i, known in enumerate(args)]
+            self.db.executemany(f"INSERT INTO {self.docs}({columns}) VALUES ({values})", args)
+
+    def _record(self, store: ContextStore) -> None:
+        """The identity and the store key, in the transaction that wrote the rows."""
+        self._run(
+            f"INSERT OR REPLACE INTO {self.meta}(key, value) VALUES ('identity', ?), ('store_key', ?)",
+            [self.identity.to_json(), store_key(store)],
+        )
+
+    def _change(self, store: ContextStore) -> None:
+        """Only the rows that differ (:mod:`retrievers.backends.changes`), their FTS5 entries
+        with them, and the new identity: one transaction (rolled back on any failure)."""
+        digests = row_digests(store)
+        held = self._run(f"SELECT row, digest FROM {self.docs}")
+        change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
+        self.last_change = change
+        try:
+            if change.drop.size:
+                dropped = [json.dumps(change.drop.tolist())]
+                where = "WHERE row IN (SELECT value FROM json_each(?))"
+                # an external-content FTS5 index forgets a row given the text it indexed
+                self._run(
+                    f"INSERT INTO {self.fts}({self.fts}, rowid, body) SELECT 'delete', row, body "
+                    f"FROM {self.docs} {where}",
+                    dropped,
+                )
+                self._run(f"DELETE FROM {self.docs} {where}", dropped)
+            if change.write.size:
+                self._insert(store, change.write, digests)
+                self._run(
+                    f"INSERT INTO {self.fts}(rowid, body) SELECT row, body FROM {self.docs} "
+                    "WHERE row IN (SELECT value FROM json_each(?))",
+                    [json.dumps(change.write.tolist())],
+                )
+            self._record(store)
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()
+            raise
 
     def check_scope(self, scoped: bool) -> None:
         if scoped and self.index == "vector_idx":

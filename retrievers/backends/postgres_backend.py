@@ -1,10 +1,13 @@
 """PostgreSQL with pgvector and full-text search, any server by URL (``postgresql://...``;
 libpq's environment, e.g. ``PGPASSWORD``, gives what the URL leaves out).
 
-Tables ``<backend_name>_docs(row int PRIMARY KEY, doc_id, body, emb vector(dim), tsv tsvector
-GENERATED from to_tsvector('english', body))`` with a GIN index on ``tsv``, and
-``<backend_name>_meta`` holding the store's identity; everything is written in one transaction,
-so a table set without its identity never exists.
+Tables ``<backend_name>_docs(row int PRIMARY KEY, doc_id, body, digest, emb vector(dim), tsv
+tsvector GENERATED from to_tsvector('english', body))`` with a GIN index on ``tsv``, and
+``<backend_name>_meta`` holding the store's identity and store key; everything is written in one
+transaction, so a table set without its identity never exists. A later version of the store
+(:mod:`retrievers.backends.changes`) deletes and inserts only the rows that differ and replaces
+the identity in one transaction (the GIN and vector indexes follow the rows; an IVFFlat index
+keeps the lists it was built with).
 
 Vector search orders by ``emb <#> q`` (pgvector's negative inner product), the scope as ``WHERE
 row = ANY(rows)``, each returned row scored from its returned vector (``rescored_hit``): ``exact`` turns index scans off (a sequential scan, exact); ``hnsw`` (``m``,
@@ -34,6 +37,7 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
+from retrievers.backends.changes import row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
 
 if TYPE_CHECKING:
@@ -74,6 +78,7 @@ class PostgresBackend(SearchBackend):
             raise BackendError(f"store.backend=postgres: cannot connect to {shown}: {first}") from None
         self._shown = shown
         self._settings: dict[str, str] = {}
+        self._built: dict[str, int] = {}
 
     def _run(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         import psycopg
@@ -87,19 +92,24 @@ class PostgresBackend(SearchBackend):
                 f"store.backend=postgres ({self._shown}): {sql.split()[0]} failed: {first}"
             ) from None
 
-    def _held(self) -> StoreIdentity | None:
+    def _held(self) -> tuple[StoreIdentity | None, str | None]:
+        """The identity and store key the tables hold (None, None: nothing there)."""
         if not self._run("SELECT to_regclass(%s)", [self.meta])[0][0]:
-            return None
-        found = self._run(f"SELECT value FROM {self.meta} WHERE key = 'identity'")
-        return StoreIdentity.from_json(found[0][0]) if found else None
+            return None, None
+        found = dict(self._run(f"SELECT key, value FROM {self.meta} WHERE key IN ('identity', 'store_key')"))
+        if "identity" not in found:
+            return None, None
+        return StoreIdentity.from_json(found["identity"]), found.get("store_key")
 
     def write(self, store: ContextStore) -> bool:
-        held = self._held()
-        self.identity.check_holds(held, f"postgres {self._shown} (table {self.docs})")
-        if held is None:
+        held, held_key = self._held()
+        action = self.decide(store, held, held_key, f"postgres {self._shown} (table {self.docs})")
+        if action == "write":
             self._write(store)
+        elif action == "change":
+            self._change(store, held)
         self._index()
-        return held is None
+        return action != "reuse"
 
     def _write(self, store: ContextStore) -> None:
         dim = self.identity.dim
@@ -107,28 +117,64 @@ class PostgresBackend(SearchBackend):
             self._run(f"DROP TABLE IF EXISTS {self.docs}, {self.meta}")
             vector = f", emb vector({dim}) NOT NULL" if dim else ""
             self._run(
-                f"CREATE TABLE {self.docs}(row integer PRIMARY KEY, doc_id text NOT NULL, body text NOT NULL"
-                f"{vector}, tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED)"
+                f"CREATE TABLE {self.docs}(row integer PRIMARY KEY, doc_id text NOT NULL, body text NOT NULL, "
+                f"digest bytea NOT NULL{vector}, tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) "
+                "STORED)"
             )
-            columns = "row, doc_id, body" + (", emb" if dim else "")
-            with self.db.cursor().copy(
-                f"COPY {self.docs} ({columns}) FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["int4", "text", "text", "vector"][: 4 if dim else 3])
-                step = 4096
-                for start in range(0, len(store), step):
-                    stop = min(start + step, len(store))
-                    block = np.asarray(store.embeddings[start:stop], dtype=np.float32) if dim else None
-                    for row in range(start, stop):
-                        doc = store.documents[row]
-                        values: list[Any] = [row, doc.id, doc.full_text]
-                        if block is not None:
-                            values.append(block[row - start])
-                        copy.write_row(values)
+            self._copy(store, np.arange(len(store), dtype=np.int64), row_digests(store))
             self._run(f"CREATE INDEX ON {self.docs} USING gin (tsv)")
             self._run(f"CREATE TABLE {self.meta}(key text PRIMARY KEY, value text NOT NULL)")
-            self._run(f"INSERT INTO {self.meta} VALUES ('identity', %s)", [self.identity.to_json()])
+            self._record(store)
         self._run(f"ANALYZE {self.docs}")
+
+    def _copy(self, store: ContextStore, rows: IntArray, digests: Sequence[bytes]) -> None:
+        """The store's ``rows`` (ascending) into the docs table, by binary COPY."""
+        dim = self.identity.dim
+        columns = "row, doc_id, body, digest" + (", emb" if dim else "")
+        with self.db.cursor().copy(f"COPY {self.docs} ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "text", "text", "bytea", "vector"][: 5 if dim else 4])
+            step = 4096
+            for start in range(0, len(rows), step):
+                block = rows[start : start + step].tolist()
+                vectors = np.asarray(store.embeddings[block], dtype=np.float32) if dim else None
+                for i, row in enumerate(block):
+                    doc = store.documents[row]
+                    values: list[Any] = [row, doc.id, doc.full_text, digests[row]]
+                    if vectors is not None:
+                        values.append(vectors[i])
+                    copy.write_row(values)
+
+    def _record(self, store: ContextStore) -> None:
+        """The identity and the store key (inside the transaction that wrote the rows)."""
+        self._run(
+            f"INSERT INTO {self.meta} VALUES ('identity', %s), ('store_key', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [self.identity.to_json(), store_key(store)],
+        )
+
+    def _change(self, store: ContextStore, held_identity: StoreIdentity | None) -> None:
+        """Only the rows that differ (:mod:`retrievers.backends.changes`) and the new identity,
+        in one transaction: the GIN and vector indexes follow the rows; a failure rolls it all
+        back. The identity row is locked first, so two processes changing the same tables one
+        after the other: the second finds the identity it read gone and stops."""
+        digests = row_digests(store)
+        with self.db.transaction():
+            locked = self._run(f"SELECT value FROM {self.meta} WHERE key = 'identity' FOR UPDATE")
+            if not locked or held_identity is None or StoreIdentity.from_json(locked[0][0]) != held_identity:
+                raise BackendError(
+                    f"postgres {self._shown} (table {self.docs}) was changed by another process while "
+                    "this one opened it; open it again"
+                )
+            held = self._run(f"SELECT row, digest FROM {self.docs}")
+            change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
+            self.last_change = change
+            if change.drop.size:
+                self._run(
+                    f"DELETE FROM {self.docs} WHERE row = ANY(%s)", [change.drop.astype(np.int32).tolist()]
+                )
+            if change.write.size:
+                self._copy(store, change.write, digests)
+            self._record(store)
 
     def _index(self) -> None:
         """The configured vector index (made once; an index adds nothing to what the table holds)."""
@@ -159,6 +205,16 @@ class PostgresBackend(SearchBackend):
         self._run(
             f"CREATE INDEX IF NOT EXISTS {name} ON {self.docs} USING {method} (emb vector_ip_ops) WITH {options}"
         )
+        # what the index was built with (an index made before a change keeps its lists)
+        found = self._run("SELECT reloptions FROM pg_class WHERE relname = %s", [name])
+        options_held: list[str] = (found[0][0] or []) if found else []
+        pairs = [option.partition("=") for option in options_held]
+        self._built = {key: int(value) for key, _, value in pairs if key in ("m", "ef_construction", "lists")}
+
+    def describe(self) -> dict[str, Any]:
+        described = super().describe()
+        described["settings"].update(self._built)
+        return described
 
     def _set(self, name: str, value: str) -> None:
         if self._settings.get(name) != value:

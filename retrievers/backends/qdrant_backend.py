@@ -1,10 +1,14 @@
 """Qdrant: local mode (a folder, in-process, no server) or any Qdrant server or cluster by URL
 (``http(s)://...``; an API key from ``QDRANT_API_KEY``).
 
-Collection ``<backend_name>_docs``: one point per row (point id = row, payload ``doc_id``) with
-a dense vector ``emb`` (dot product: the store's rows are L2-normalised) and a sparse vector
-``bm25``; collection ``<backend_name>_meta`` holds the store's identity, written after every point
-(a docs collection without it is a write that did not finish: dropped and redone).
+Collection ``<backend_name>_docs``: one point per row (point id = row, payload ``doc_id`` and
+the row's digest) with a dense vector ``emb`` (dot product: the store's rows are L2-normalised)
+and a sparse vector ``bm25``; collection ``<backend_name>_meta`` holds the store's identity, store
+key and mean document length, written after every point (a docs collection without it is a
+write that did not finish: dropped and redone). A later version of the store
+(:mod:`retrievers.backends.changes`, :meth:`QdrantBackend._change`) marks the change pending,
+deletes and writes the rows that differ, rewrites every kept point's sparse vector when the mean
+length moved, and writes the new identity last.
 
 Vector search: ``exact`` asks for an exact scan (``SearchParams(exact=True)``), ``hnsw`` searches
 the HNSW graph (``m``, ``ef_construction``) with ``ef_search`` as ``hnsw_ef``; the scope is a
@@ -40,6 +44,7 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
+from retrievers.backends.changes import row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
 from retrievers.text import tokenize
 
@@ -92,20 +97,28 @@ class QdrantBackend(SearchBackend):
             text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BackendLost(f"store.backend=qdrant ({self.location}): {what} failed: {text}") from None
 
-    def _held(self) -> StoreIdentity | None:
+    def _held(self) -> tuple[StoreIdentity | None, str | None, str | None]:
+        """The identity, store key and pending change's target key the folder holds (all None:
+        nothing, or a write that did not finish)."""
         if not self._call("checking", "collection_exists", self.meta):
-            return None
+            return None, None, None
         points = self._call("reading the identity", "retrieve", self.meta, [0], with_payload=True)
-        return StoreIdentity.from_json(points[0].payload["identity"]) if points else None
+        if not points:
+            return None, None, None
+        payload = points[0].payload
+        return StoreIdentity.from_json(payload["identity"]), payload.get("store_key"), payload.get("pending")
 
     def write(self, store: ContextStore) -> bool:
         bm25 = store.config.bm25
         self._tokens = (bm25.stopwords, bm25.stemmer)
-        held = self._held()
-        self.identity.check_holds(held, f"qdrant {self.location} (collection {self.docs})")
-        if held is None:
+        held, held_key, pending = self._held()
+        where = f"qdrant {self.location} (collection {self.docs})"
+        action = self.decide(store, held, held_key, where, pending=pending)
+        if action == "write":
             self._write(store)
-        return held is None
+        elif action == "change":
+            self._change(store, rewrite_sparse=pending is not None)
+        return action != "reuse"
 
     def _write(self, store: ContextStore) -> None:
         from qdrant_client import models
@@ -125,38 +138,119 @@ class QdrantBackend(SearchBackend):
                 m=self.config.backend_m, ef_construct=self.config.backend_ef_construction
             ),
         )
-        k1, b = store.config.bm25.k1, store.config.bm25.b
-        texts = [doc.full_text for doc in store.documents]
-        counts = [sparse_terms(terms) for terms in self._tokenize(texts)]
-        lengths = np.asarray([sum(count.values()) for count in counts], dtype=np.float64)
-        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
-        step = 512
-        for start in range(0, len(store), step):
-            points = []
-            for row in range(start, min(start + step, len(store))):
-                norm = k1 * (1.0 - b + b * lengths[row] / average)
-                ids = sorted(counts[row])
-                values = [counts[row][i] * (k1 + 1.0) / (counts[row][i] + norm) for i in ids]
-                vectors: dict[str, Any] = {"bm25": models.SparseVector(indices=ids, values=values)}
-                if dim:
-                    vectors["emb"] = np.asarray(store.embeddings[row], dtype=np.float32).tolist()
-                points.append(
-                    models.PointStruct(id=row, vector=vectors, payload={"doc_id": store.doc_ids[row]})
-                )
-            self._call("writing points", "upsert", self.docs, points=points, wait=True)
+        terms = self._terms(store)
+        self._upsert(store, np.arange(len(store), dtype=np.int64), terms, row_digests(store))
         self._call(
             "creating the identity",
             "create_collection",
             self.meta,
             vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT),
         )
+        self._record(store, terms[2])
+
+    def _terms(self, store: ContextStore) -> tuple[list[Counter[int]], np.ndarray, float]:
+        """Every row's term counts (by term id), lengths, and the mean length."""
+        counts = [sparse_terms(terms) for terms in self._tokenize([doc.full_text for doc in store.documents])]
+        lengths = np.asarray([sum(count.values()) for count in counts], dtype=np.float64)
+        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
+        return counts, lengths, average
+
+    def _sparse_row(
+        self, store: ContextStore, row: int, terms: tuple[list[Counter[int]], np.ndarray, float]
+    ) -> Any:
+        """Row ``row``'s BM25 sparse vector: the tf part of each of its terms (module doc)."""
+        from qdrant_client import models
+
+        counts, lengths, average = terms
+        k1, b = store.config.bm25.k1, store.config.bm25.b
+        norm = k1 * (1.0 - b + b * lengths[row] / average)
+        ids = sorted(counts[row])
+        values = [counts[row][i] * (k1 + 1.0) / (counts[row][i] + norm) for i in ids]
+        return models.SparseVector(indices=ids, values=values)
+
+    def _upsert(
+        self,
+        store: ContextStore,
+        rows: IntArray,
+        terms: tuple[list[Counter[int]], np.ndarray, float],
+        digests: Sequence[bytes],
+    ) -> None:
+        """The store's ``rows`` as points: dense and sparse vectors, id and digest."""
+        from qdrant_client import models
+
+        step = 512
+        for start in range(0, len(rows), step):
+            points = []
+            for row in rows[start : start + step].tolist():
+                vectors: dict[str, Any] = {"bm25": self._sparse_row(store, row, terms)}
+                if self.identity.dim:
+                    vectors["emb"] = np.asarray(store.embeddings[row], dtype=np.float32).tolist()
+                payload = {"doc_id": store.doc_ids[row], "digest": digests[row].hex()}
+                points.append(models.PointStruct(id=row, vector=vectors, payload=payload))
+            self._call("writing points", "upsert", self.docs, points=points, wait=True)
+
+    def _record(self, store: ContextStore, average: float) -> None:
+        """The identity, written last: one point, replaced whole (no change left pending)."""
+        from qdrant_client import models
+
+        payload = {"identity": self.identity.to_json(), "store_key": store_key(store), "average": average}
         self._call(
             "writing the identity",
             "upsert",
             self.meta,
-            points=[models.PointStruct(id=0, vector=[1.0], payload={"identity": self.identity.to_json()})],
+            points=[models.PointStruct(id=0, vector=[1.0], payload=payload)],
             wait=True,
         )
+
+    def _change(self, store: ContextStore, *, rewrite_sparse: bool) -> None:
+        """Only the rows that differ (:mod:`retrievers.backends.changes`). Qdrant has no
+        transactions, so the change is first recorded as pending (the target's store key on the
+        identity point): a process killed before the last step leaves it there, and the next
+        open finishes the change (with this store or a later one) or brings the rows back (with
+        the store it came from), comparing digests again; it never serves the mix. The kept
+        rows' sparse vectors are rewritten when the mean length moved (every BM25 entry's length
+        part depends on it), as always after an interrupted change."""
+        from qdrant_client import models
+
+        digests = row_digests(store)
+        held_rows: list[int] = []
+        held_digests: list[bytes] = []
+        offset = None
+        while True:
+            points, offset = self._call(
+                "reading digests", "scroll", self.docs, limit=4096, offset=offset,
+                with_payload=["digest"], with_vectors=False,
+            )  # fmt: skip
+            for point in points:
+                held_rows.append(int(point.id))
+                held_digests.append(bytes.fromhex(point.payload["digest"]))
+            if offset is None:
+                break
+        change = row_change(held_rows, held_digests, digests)
+        self.last_change = change
+        terms = self._terms(store)
+        found = self._call("reading the identity", "retrieve", self.meta, [0], with_payload=True)
+        held_average = found[0].payload.get("average") if found else None
+        self._call(
+            "marking the change", "set_payload", self.meta, payload={"pending": store_key(store)},
+            points=[0], wait=True,
+        )  # fmt: skip
+        if change.drop.size:
+            self._call(
+                "deleting points", "delete", self.docs,
+                points_selector=models.PointIdsList(points=change.drop.tolist()), wait=True,
+            )  # fmt: skip
+        self._upsert(store, change.write, terms, digests)
+        if rewrite_sparse or held_average != terms[2]:
+            written = set(change.write.tolist())
+            kept = [row for row in range(len(store)) if row not in written]
+            for start in range(0, len(kept), 512):
+                vectors = [
+                    models.PointVectors(id=row, vector={"bm25": self._sparse_row(store, row, terms)})
+                    for row in kept[start : start + 512]
+                ]
+                self._call("rewriting sparse vectors", "update_vectors", self.docs, points=vectors, wait=True)
+        self._record(store, terms[2])
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         stopwords, stemmer = self._tokens
@@ -194,22 +288,23 @@ class QdrantBackend(SearchBackend):
         for query in matrix:
             ask: dict[str, Any] = {"query": query.tolist(), "using": "emb", "query_filter": query_filter}
             ask.update(search_params=params, with_vectors=["emb"])
-            points = self._call("vector search", "query_points", self.docs, limit=k + 1, **ask).points
-            if len(points) > k and points[k].score >= points[k - 1].score:
-                # rows tied at the k-th place: Qdrant orders ties its own way, the ranking rule
-                # takes the lowest rows; every row scoring at least the k-th is fetched to choose
-                # (Qdrant's threshold is strict: one float32 step below)
-                points = self._call(
-                    "vector search",
-                    "query_points",
-                    self.docs,
-                    limit=self.identity.rows,
-                    score_threshold=float(np.nextafter(np.float32(points[k - 1].score), np.float32(-np.inf))),
-                    **ask,
-                ).points
+            points = self._top("vector search", k, ask)
             vectors = [point.vector["emb"] for point in points]
             results.append(rescored_hit([point.id for point in points], vectors, query, k))
         return results
+
+    def _top(self, what: str, k: int, ask: dict[str, Any]) -> list[Any]:
+        """The points of the query ``ask`` ranked in the top ``k``, and every point tied with
+        the k-th (float32 scores, as the hits hold them): Qdrant orders equal scores its own way (after a change, not by row), the
+        ranking rule takes the lowest rows, so every point scoring at least the k-th is fetched
+        to choose from (Qdrant's threshold is strict: one float32 step below)."""
+        points: list[Any] = self._call(what, "query_points", self.docs, limit=k + 1, **ask).points
+        if len(points) > k and np.float32(points[k].score) >= np.float32(points[k - 1].score):
+            threshold = float(np.nextafter(np.float32(points[k - 1].score), np.float32(-np.inf)))
+            points = self._call(
+                what, "query_points", self.docs, limit=self.identity.rows, score_threshold=threshold, **ask
+            ).points
+        return points
 
     def _sparse(self, text: str) -> Any:
         from qdrant_client import models
@@ -226,16 +321,9 @@ class QdrantBackend(SearchBackend):
             if vector is None:
                 results.append(empty_hit())
                 continue
-            found = self._call(
-                "keyword search",
-                "query_points",
-                self.docs,
-                query=vector,
-                using="bm25",
-                limit=k,
-                query_filter=query_filter,
-            )
-            results.append(ordered_hit([(point.id, point.score) for point in found.points], k))
+            ask = {"query": vector, "using": "bm25", "query_filter": query_filter}
+            found = self._top("keyword search", k, ask)
+            results.append(ordered_hit([(point.id, point.score) for point in found], k))
         return results
 
     def keyword_scores(self, query: str) -> Float32Array:
