@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
+from retrievers.builders.edge_groups import RowGroups, group_name, recall, remember
 from retrievers.builders.edges import _Links, _mention_edges, _order_value, _reference_edges
 from retrievers.ranking import top_k_rows
 from retrievers.store.columns import DocumentColumns, decode_metadata_column
@@ -49,13 +50,20 @@ IntArray = npt.NDArray[np.int64]
 
 
 class _Rows:
-    """What the edge updates read of the changed store's rows: ids and metadata, the metadata
-    parsed once for every row (:func:`decode_metadata_column`) and only when a builder needs it."""
+    """What the edge updates read of the changed store's rows: ids and metadata, and each row's
+    group. The groups come from the old edge set's (:mod:`retrievers.builders.edge_groups`:
+    kept rows renumbered, only the new documents' metadata read) when it has them; else the
+    metadata column is parsed once for every row (:func:`decode_metadata_column`)."""
 
-    def __init__(self, documents: Sequence[Document]) -> None:
+    def __init__(
+        self, documents: Sequence[Document], old: EdgeSet, old_to_new: IntArray, new_rows: IntArray
+    ) -> None:
         self.documents = documents
+        self._old, self._old_to_new, self._new_rows = old, old_to_new, new_rows
         self._metadata: Sequence[Mapping[str, Any]] | None = None
         self._groups: dict[tuple[str, ...], tuple[IntArray, list[tuple[str, ...]], IntArray]] = {}
+        #: the rows' groups by keys, to keep beside the new edge set
+        self.known: dict[tuple[str, ...], RowGroups] = {}
 
     @property
     def metadata(self) -> Sequence[Mapping[str, Any]]:
@@ -77,24 +85,36 @@ class _Rows:
             if not key:
                 code = np.zeros(n_rows, dtype=np.int64)
                 self._groups[key] = (code, [()], np.arange(n_rows, dtype=np.int64))
+                return self._groups[key]
+            before = recall(self._old, key)
+            if before is not None:
+                docs = self.documents
+                found = before.changed(
+                    self._old_to_new,
+                    self._new_rows,
+                    [group_name(docs[row].metadata, key) for row in self._new_rows.tolist()],
+                )
             else:
-                missing = object()
-                columns = [[md.get(k, missing) for md in self.metadata] for k in key]
-                values: list[Any]
-                if len(key) == 1:  # the group's one value as a string (tuples cost more)
-                    values = [None if v is missing else v if type(v) is str else str(v) for v in columns[0]]
-                else:
-                    values = [
-                        None if missing in row else tuple(map(str, row)) for row in zip(*columns, strict=True)
-                    ]
-                distinct = sorted({value for value in values if value is not None})
-                index = {value: i for i, value in enumerate(distinct)}
-                code = np.array([index.get(value, -1) for value in values], dtype=np.int64)
-                names = [(value,) if len(key) == 1 else value for value in distinct]
-                order = np.argsort(code, kind="stable")
-                order = order[code[order] >= 0]
-                self._groups[key] = (code, names, order)
+                found = self._parsed(key)
+            self.known[key] = found
+            order = np.argsort(found.code, kind="stable")
+            order = order[found.code[order] >= 0]
+            self._groups[key] = (found.code, list(found.names), order)
         return self._groups[key]
+
+    def _parsed(self, key: tuple[str, ...]) -> RowGroups:
+        """The rows' groups from every row's metadata."""
+        missing = object()
+        columns = [[md.get(k, missing) for md in self.metadata] for k in key]
+        values: list[Any]
+        if len(key) == 1:  # the group's one value as a string (tuples cost more)
+            values = [None if v is missing else v if type(v) is str else str(v) for v in columns[0]]
+        else:
+            values = [None if missing in row else tuple(map(str, row)) for row in zip(*columns, strict=True)]
+        distinct = sorted({value for value in values if value is not None})
+        index = {value: i for i, value in enumerate(distinct)}
+        code = np.array([index.get(value, -1) for value in values], dtype=np.int64)
+        return RowGroups(code, tuple((value,) if len(key) == 1 else value for value in distinct))
 
     def members(self, keys: Sequence[str], codes: Iterable[int]) -> list[IntArray]:
         """The rows (ascending) of each group in ``codes`` (ascending codes)."""
@@ -124,7 +144,7 @@ def changed_edges(
             "ask the LLM again); build the store again instead"
         )
     n_rows = len(documents)
-    rows = _Rows(documents)
+    rows = _Rows(documents, old, old_to_new, np.asarray(new_rows, dtype=np.int64))
     src = old_to_new[np.asarray(old.src, dtype=np.int64)]
     dst = old_to_new[np.asarray(old.dst, dtype=np.int64)]
     alive = (src >= 0) & (dst >= 0)
@@ -176,7 +196,9 @@ def changed_edges(
     for name, recomputed in drop_sources.items():
         if name in names:
             keep &= ~((relation == names.index(name)) & recomputed[np.maximum(src, 0)])
-    return _merged(n_rows, src[keep], dst[keep], weight[keep], relation[keep], names, links)
+    result = _merged(n_rows, src[keep], dst[keep], weight[keep], relation[keep], names, links)
+    remember(result, rows.known)
+    return result
 
 
 def _merged(
