@@ -248,3 +248,43 @@ def test_row_groups_after_a_change_are_the_groups_of_the_rows() -> None:
     assert after.code.tolist() == want.code.tolist() == [0, 1, -1, -1, 1]
     assert group_name({"x": 1, "y": "b"}, ["y", "x"]) == ("b", "1")
     assert group_name({"x": 1}, ["x", "y"]) is None
+
+
+@pytest.mark.parametrize("order_key", [None, "turn"])
+def test_a_sequence_change_links_only_around_the_new_rows(
+    order_key: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sequence: dict[str, object] = {"group_keys": ["conv"]}
+    if order_key is not None:
+        sequence["order_key"] = order_key
+    config = StoreConfig.from_dict({"edges": {"sequence": sequence}})
+
+    def doc(number: int, turn: float) -> Document:
+        return Document(f"d{number:03d}", f"turn {number}", metadata={"conv": f"c{number % 2}", "turn": turn})
+
+    documents = [doc(n, float(n)) for n in range(40)]  # two chains of 20
+    store = build_store(documents, None, config)
+    fresh_links: list[int] = []
+    real = edge_changes._merged
+
+    def counting(n_rows, src, dst, weight, relation, names, links):  # type: ignore[no-untyped-def]
+        fresh_links.append(
+            sum(s.size for s, r in zip(links.sources, links.relations, strict=True) if r == "sequence")
+        )
+        return real(n_rows, src, dst, weight, relation, names, links)
+
+    monkeypatch.setattr(edge_changes, "_merged", counting)
+    # two documents of chain c0: after its end by id; by turn, one among the others (turn 7.5)
+    added = [doc(40, 40.0), doc(42, 7.5)]
+    changed = store.add(added, None)
+    # row order: both at the chain's end (2 links); turn order: 40 at the end (1 link),
+    # 42 between turns 6 and 8 (2 links, the kept 6 -> 8 edge dropped)
+    assert fresh_links == ([2] if order_key is None else [3])
+    fresh = build_store([*documents, *added], None, config)
+    _same_edges(changed, fresh)
+    after = changed.delete(["d008", "d040"])  # the chain closes over the removed rows
+    # row order: 6 -> 10 and 38 -> 42; turn order: 7.5 -> 10 (40 was the end: 38 ends it now)
+    assert fresh_links[1:] == ([2] if order_key is None else [1])
+    _same_edges(
+        after, build_store([d for d in [*documents, *added] if d.id not in ("d008", "d040")], None, config)
+    )

@@ -10,13 +10,18 @@ ids are inserted or removed in the middle of the id order) and recomputes, per b
   when the row has fewer than k) takes the top k of its old k and the new documents (nothing
   else can enter). Cost: the new documents against their groups, plus one group row per
   document that lost a neighbour.
-* ``sequence``: the chains of the groups (``group_keys``) that gained or lost a document.
+* ``sequence``: the chains of the groups (``group_keys``) that gained or lost a document are
+  ordered again, and only the links that differ change: a kept edge that no longer joins a row
+  to its successor goes, a row without its successor's edge gets one (an append to the end of a
+  chain adds one link per new row).
 * ``references`` and ``mentions``: built again over every document (references are cheap;
   mentions depend on every document's TF-IDF weights).
 * ``llm``: refused (it would call the LLM again): rebuild the store.
 
-What the cost is made of: the metadata column parsed once (one ``json.loads``, only when a
-builder groups rows), each row's group as an integer code, the merges of all beaten rows of a
+What the cost is made of: each row's group as an integer code, taken from the old edge set's
+(:mod:`retrievers.builders.edge_groups`: kept rows renumbered, the new documents' metadata read)
+or, for an edge set loaded from disk, from the metadata column parsed once (one
+``json.loads``), the merges of all beaten rows of a
 group in one vectorised step, and the new edges sorted alone and merged into the kept ones,
 which the renumbering leaves in CSR order (:func:`_merged`: no sort of every edge). Small
 matrix products run on one BLAS thread (threads cost more than such products).
@@ -175,12 +180,14 @@ def changed_edges(
                 n_removed,
                 links,
             )
+    drop_edges = np.zeros(src.size, dtype=np.bool_)  # kept edges a builder replaces
     if config.sequence is not None:
         seq_id = names.index("sequence") if "sequence" in names else -1
-        touching = (relation == seq_id) & ((src < 0) | (dst < 0))
+        is_sequence = relation == seq_id
+        touching = is_sequence & ((src < 0) | (dst < 0))
         ends = np.concatenate((src[touching], dst[touching]))
-        drop_sources["sequence"] = _sequence(
-            rows, config.sequence, new_rows, ends[ends >= 0], n_removed, links
+        drop_edges |= _sequence(
+            rows, config.sequence, new_rows, ends[ends >= 0], n_removed, links, src, dst, is_sequence & alive
         )
     if config.references is not None:
         row_of = {doc.id: row for row, doc in enumerate(documents)}
@@ -189,7 +196,7 @@ def changed_edges(
     if config.mentions is not None:
         _mention_edges(documents, config.mentions, links)
         drop_relations.add("mentions")
-    keep = alive.copy()
+    keep = alive & ~drop_edges
     for name in drop_relations:
         if name in names:
             keep &= relation != names.index(name)
@@ -299,9 +306,14 @@ def _sequence(
     removed_neighbours: IntArray,
     n_removed: int,
     links: _Links,
+    src: IntArray,
+    dst: IntArray,
+    kept_sequence: npt.NDArray[np.bool_],
 ) -> npt.NDArray[np.bool_]:
-    """The chains of the groups that gained or lost a document, built again into ``links``
-    (as a build orders them); returns the mask of their rows (their old edges are dropped)."""
+    """The chains of the groups that gained or lost a document, ordered as a build orders them:
+    each of their rows' successor in the new chain is compared with its kept edge (``src`` ->
+    ``dst`` where ``kept_sequence``), so only the links that differ change: the new ones go
+    into ``links``, and the mask of kept edges that no longer link successors is returned."""
     n_rows = len(rows.documents)
     code, _, _ = rows.groups(config.group_keys)
     changed = set(code[new_rows].tolist())
@@ -310,6 +322,7 @@ def _sequence(
         changed.update(code[removed_neighbours].tolist() if config.group_keys else [0])
     changed.discard(-1)
     in_changed = np.zeros(n_rows, dtype=np.bool_)
+    successor = np.full(n_rows, -1, dtype=np.int64)
     for members in rows.members(config.group_keys, changed):
         in_changed[members] = True
         if config.order_key is None:
@@ -320,9 +333,15 @@ def _sequence(
                 (_order_value(metadata[row][key]), row) for row in members.tolist() if key in metadata[row]
             )
             chain = np.asarray([row for _, row in ordered], dtype=np.int64)
-        if chain.size > 1:
-            links.add("sequence", chain[:-1], chain[1:], config.weight)
-    return in_changed
+        successor[chain[:-1]] = chain[1:]
+    mine = kept_sequence & in_changed[np.maximum(src, 0)]
+    stale = mine & (successor[np.maximum(src, 0)] != dst)
+    linked = np.zeros(n_rows, dtype=np.bool_)  # rows whose kept edge still links their successor
+    linked[src[mine & ~stale]] = True
+    starts = np.flatnonzero(in_changed & (successor >= 0) & ~linked)
+    if starts.size:
+        links.add("sequence", starts, successor[starts], config.weight)
+    return stale
 
 
 def _similar(
