@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import threadpool_limits
 
 from retrievers.builders.edge_groups import RowGroups, group_name, recall, remember
 from retrievers.builders.edges import _Links, _mention_edges, _order_value, _reference_edges
+from retrievers.index.blas_threads import one_blas_thread
 from retrievers.ranking import top_k_rows
 from retrievers.store.columns import DocumentColumns, decode_metadata_column
 from retrievers.store.edge_config import EdgeConfig, SequenceEdgeConfig, SimilarityEdgeConfig
@@ -169,7 +169,7 @@ def changed_edges(
             raise ValueError("similar_to edges need the store embeddings")
         sim = names.index("similar_to") if "similar_to" in names else -1
         mask = alive & (relation == sim)  # CSR order kept: the renumbering is increasing
-        with threadpool_limits(limits=1, user_api="blas"):  # small products: threads cost more
+        with one_blas_thread():  # small products: threads cost more
             drop_sources["similar_to"] = _similar(
                 rows,
                 np.asarray(embeddings),
