@@ -335,7 +335,7 @@ def _sequence(
             chain = np.asarray([row for _, row in ordered], dtype=np.int64)
         successor[chain[:-1]] = chain[1:]
     mine = kept_sequence & in_changed[np.maximum(src, 0)]
-    stale = mine & (successor[np.maximum(src, 0)] != dst)
+    stale: npt.NDArray[np.bool_] = mine & (successor[np.maximum(src, 0)] != dst)
     linked = np.zeros(n_rows, dtype=np.bool_)  # rows whose kept edge still links their successor
     linked[src[mine & ~stale]] = True
     starts = np.flatnonzero(in_changed & (successor >= 0) & ~linked)
