@@ -187,22 +187,26 @@ class TermIds:
     def __init__(self, *, stopwords: str | None = "en", stemmer: str | None = "english") -> None:
         self._stop = stopword_set(stopwords)
         algorithm = check_stemmer(stemmer)
-        self._stem = _stemmer(algorithm).stemWord if algorithm is not None else None
+        self._stem_words = _stemmer(algorithm).stemWords if algorithm is not None else None
         self._word_ids: dict[str, int] = {}
         self._term_ids: dict[str, int] = {}
         #: term of every id
         self.terms: list[str] = []
 
-    def _add(self, word: str) -> int:
-        if word in self._stop:
-            term_id = -1
-        else:
-            term = str(self._stem(word)) if self._stem is not None else word
-            term_id = self._term_ids.setdefault(term, len(self.terms))
-            if term_id == len(self.terms):
-                self.terms.append(term)
-        self._word_ids[word] = term_id
-        return term_id
+    def _add_words(self, words: list[str]) -> None:
+        """Give ids to ``words`` (distinct, none seen yet), in their order: stopwords -1, the
+        others their stem's id (a new stem gets the next id). Stemmed in one call."""
+        fresh = [word for word in words if word not in self._stop]
+        for word in words:
+            if word in self._stop:
+                self._word_ids[word] = -1
+        stems = fresh if self._stem_words is None else self._stem_words(fresh)
+        term_ids, terms = self._term_ids, self.terms
+        for word, term in zip(fresh, stems, strict=True):
+            term_id = term_ids.setdefault(term, len(terms))
+            if term_id == len(terms):
+                terms.append(term)
+            self._word_ids[word] = term_id
 
     def encode(self, texts: Sequence[str], *, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, counts)``: the term ids of ``texts`` one after the other (int32) and the
@@ -217,15 +221,15 @@ class TermIds:
             found = _WORD_RE.findall(text.lower())
             word_counts[i] = len(found)
             words += found
+        known = self._word_ids
         ids = np.fromiter(
-            map(self._word_ids.get, words, itertools.repeat(self._MISSING)), dtype=np.int64, count=len(words)
+            map(known.get, words, itertools.repeat(self._MISSING)), dtype=np.int64, count=len(words)
         )
-        new = np.flatnonzero(ids == self._MISSING)
-        if new.size:
-            for position in new.tolist():  # first sight of a word in this chunk: stem it once
-                word = words[position]
-                known = self._word_ids.get(word)
-                ids[position] = self._add(word) if known is None else known
+        missing = np.flatnonzero(ids == self._MISSING)
+        if missing.size:  # words first seen here: ids in order of first appearance, stemmed at once
+            unseen = words if missing.size == len(words) else [words[p] for p in missing.tolist()]
+            self._add_words(list(dict.fromkeys(unseen)))
+            ids[missing] = np.fromiter(map(known.__getitem__, unseen), dtype=np.int64, count=len(unseen))
         keep = ids >= 0
         owner = np.repeat(np.arange(len(texts)), word_counts)
         counts = np.bincount(owner[keep], minlength=len(texts)).astype(np.int64)

@@ -10,13 +10,18 @@ ids are inserted or removed in the middle of the id order) and recomputes, per b
   when the row has fewer than k) takes the top k of its old k and the new documents (nothing
   else can enter). Cost: the new documents against their groups, plus one group row per
   document that lost a neighbour.
-* ``sequence``: the chains of the groups (``group_keys``) that gained or lost a document.
+* ``sequence``: the chains of the groups (``group_keys``) that gained or lost a document are
+  ordered again, and only the links that differ change: a kept edge that no longer joins a row
+  to its successor goes, a row without its successor's edge gets one (an append to the end of a
+  chain adds one link per new row).
 * ``references`` and ``mentions``: built again over every document (references are cheap;
   mentions depend on every document's TF-IDF weights).
 * ``llm``: refused (it would call the LLM again): rebuild the store.
 
-What the cost is made of: the metadata column parsed once (one ``json.loads``, only when a
-builder groups rows), each row's group as an integer code, the merges of all beaten rows of a
+What the cost is made of: each row's group as an integer code, taken from the old edge set's
+(:mod:`retrievers.builders.edge_groups`: kept rows renumbered, the new documents' metadata read)
+or, for an edge set loaded from disk, from the metadata column parsed once (one
+``json.loads``), the merges of all beaten rows of a
 group in one vectorised step, and the new edges sorted alone and merged into the kept ones,
 which the renumbering leaves in CSR order (:func:`_merged`: no sort of every edge). Small
 matrix products run on one BLAS thread (threads cost more than such products).
@@ -34,9 +39,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import threadpool_limits
 
+from retrievers.builders.edge_groups import RowGroups, group_name, recall, remember
 from retrievers.builders.edges import _Links, _mention_edges, _order_value, _reference_edges
+from retrievers.index.blas_threads import one_blas_thread
 from retrievers.ranking import top_k_rows
 from retrievers.store.columns import DocumentColumns, decode_metadata_column
 from retrievers.store.edge_config import EdgeConfig, SequenceEdgeConfig, SimilarityEdgeConfig
@@ -49,13 +55,20 @@ IntArray = npt.NDArray[np.int64]
 
 
 class _Rows:
-    """What the edge updates read of the changed store's rows: ids and metadata, the metadata
-    parsed once for every row (:func:`decode_metadata_column`) and only when a builder needs it."""
+    """What the edge updates read of the changed store's rows: ids and metadata, and each row's
+    group. The groups come from the old edge set's (:mod:`retrievers.builders.edge_groups`:
+    kept rows renumbered, only the new documents' metadata read) when it has them; else the
+    metadata column is parsed once for every row (:func:`decode_metadata_column`)."""
 
-    def __init__(self, documents: Sequence[Document]) -> None:
+    def __init__(
+        self, documents: Sequence[Document], old: EdgeSet, old_to_new: IntArray, new_rows: IntArray
+    ) -> None:
         self.documents = documents
+        self._old, self._old_to_new, self._new_rows = old, old_to_new, new_rows
         self._metadata: Sequence[Mapping[str, Any]] | None = None
         self._groups: dict[tuple[str, ...], tuple[IntArray, list[tuple[str, ...]], IntArray]] = {}
+        #: the rows' groups by keys, to keep beside the new edge set
+        self.known: dict[tuple[str, ...], RowGroups] = {}
 
     @property
     def metadata(self) -> Sequence[Mapping[str, Any]]:
@@ -77,24 +90,36 @@ class _Rows:
             if not key:
                 code = np.zeros(n_rows, dtype=np.int64)
                 self._groups[key] = (code, [()], np.arange(n_rows, dtype=np.int64))
+                return self._groups[key]
+            before = recall(self._old, key)
+            if before is not None:
+                docs = self.documents
+                found = before.changed(
+                    self._old_to_new,
+                    self._new_rows,
+                    [group_name(docs[row].metadata, key) for row in self._new_rows.tolist()],
+                )
             else:
-                missing = object()
-                columns = [[md.get(k, missing) for md in self.metadata] for k in key]
-                values: list[Any]
-                if len(key) == 1:  # the group's one value as a string (tuples cost more)
-                    values = [None if v is missing else v if type(v) is str else str(v) for v in columns[0]]
-                else:
-                    values = [
-                        None if missing in row else tuple(map(str, row)) for row in zip(*columns, strict=True)
-                    ]
-                distinct = sorted({value for value in values if value is not None})
-                index = {value: i for i, value in enumerate(distinct)}
-                code = np.array([index.get(value, -1) for value in values], dtype=np.int64)
-                names = [(value,) if len(key) == 1 else value for value in distinct]
-                order = np.argsort(code, kind="stable")
-                order = order[code[order] >= 0]
-                self._groups[key] = (code, names, order)
+                found = self._parsed(key)
+            self.known[key] = found
+            order = np.argsort(found.code, kind="stable")
+            order = order[found.code[order] >= 0]
+            self._groups[key] = (found.code, list(found.names), order)
         return self._groups[key]
+
+    def _parsed(self, key: tuple[str, ...]) -> RowGroups:
+        """The rows' groups from every row's metadata."""
+        missing = object()
+        columns = [[md.get(k, missing) for md in self.metadata] for k in key]
+        values: list[Any]
+        if len(key) == 1:  # the group's one value as a string (tuples cost more)
+            values = [None if v is missing else v if type(v) is str else str(v) for v in columns[0]]
+        else:
+            values = [None if missing in row else tuple(map(str, row)) for row in zip(*columns, strict=True)]
+        distinct = sorted({value for value in values if value is not None})
+        index = {value: i for i, value in enumerate(distinct)}
+        code = np.array([index.get(value, -1) for value in values], dtype=np.int64)
+        return RowGroups(code, tuple((value,) if len(key) == 1 else value for value in distinct))
 
     def members(self, keys: Sequence[str], codes: Iterable[int]) -> list[IntArray]:
         """The rows (ascending) of each group in ``codes`` (ascending codes)."""
@@ -124,7 +149,7 @@ def changed_edges(
             "ask the LLM again); build the store again instead"
         )
     n_rows = len(documents)
-    rows = _Rows(documents)
+    rows = _Rows(documents, old, old_to_new, np.asarray(new_rows, dtype=np.int64))
     src = old_to_new[np.asarray(old.src, dtype=np.int64)]
     dst = old_to_new[np.asarray(old.dst, dtype=np.int64)]
     alive = (src >= 0) & (dst >= 0)
@@ -144,7 +169,7 @@ def changed_edges(
             raise ValueError("similar_to edges need the store embeddings")
         sim = names.index("similar_to") if "similar_to" in names else -1
         mask = alive & (relation == sim)  # CSR order kept: the renumbering is increasing
-        with threadpool_limits(limits=1, user_api="blas"):  # small products: threads cost more
+        with one_blas_thread():  # small products: threads cost more
             drop_sources["similar_to"] = _similar(
                 rows,
                 np.asarray(embeddings),
@@ -155,12 +180,14 @@ def changed_edges(
                 n_removed,
                 links,
             )
+    drop_edges = np.zeros(src.size, dtype=np.bool_)  # kept edges a builder replaces
     if config.sequence is not None:
         seq_id = names.index("sequence") if "sequence" in names else -1
-        touching = (relation == seq_id) & ((src < 0) | (dst < 0))
+        is_sequence = relation == seq_id
+        touching = is_sequence & ((src < 0) | (dst < 0))
         ends = np.concatenate((src[touching], dst[touching]))
-        drop_sources["sequence"] = _sequence(
-            rows, config.sequence, new_rows, ends[ends >= 0], n_removed, links
+        drop_edges |= _sequence(
+            rows, config.sequence, new_rows, ends[ends >= 0], n_removed, links, src, dst, is_sequence & alive
         )
     if config.references is not None:
         row_of = {doc.id: row for row, doc in enumerate(documents)}
@@ -169,14 +196,16 @@ def changed_edges(
     if config.mentions is not None:
         _mention_edges(documents, config.mentions, links)
         drop_relations.add("mentions")
-    keep = alive.copy()
+    keep = alive & ~drop_edges
     for name in drop_relations:
         if name in names:
             keep &= relation != names.index(name)
     for name, recomputed in drop_sources.items():
         if name in names:
             keep &= ~((relation == names.index(name)) & recomputed[np.maximum(src, 0)])
-    return _merged(n_rows, src[keep], dst[keep], weight[keep], relation[keep], names, links)
+    result = _merged(n_rows, src[keep], dst[keep], weight[keep], relation[keep], names, links)
+    remember(result, rows.known)
+    return result
 
 
 def _merged(
@@ -277,9 +306,14 @@ def _sequence(
     removed_neighbours: IntArray,
     n_removed: int,
     links: _Links,
+    src: IntArray,
+    dst: IntArray,
+    kept_sequence: npt.NDArray[np.bool_],
 ) -> npt.NDArray[np.bool_]:
-    """The chains of the groups that gained or lost a document, built again into ``links``
-    (as a build orders them); returns the mask of their rows (their old edges are dropped)."""
+    """The chains of the groups that gained or lost a document, ordered as a build orders them:
+    each of their rows' successor in the new chain is compared with its kept edge (``src`` ->
+    ``dst`` where ``kept_sequence``), so only the links that differ change: the new ones go
+    into ``links``, and the mask of kept edges that no longer link successors is returned."""
     n_rows = len(rows.documents)
     code, _, _ = rows.groups(config.group_keys)
     changed = set(code[new_rows].tolist())
@@ -288,6 +322,7 @@ def _sequence(
         changed.update(code[removed_neighbours].tolist() if config.group_keys else [0])
     changed.discard(-1)
     in_changed = np.zeros(n_rows, dtype=np.bool_)
+    successor = np.full(n_rows, -1, dtype=np.int64)
     for members in rows.members(config.group_keys, changed):
         in_changed[members] = True
         if config.order_key is None:
@@ -298,9 +333,15 @@ def _sequence(
                 (_order_value(metadata[row][key]), row) for row in members.tolist() if key in metadata[row]
             )
             chain = np.asarray([row for _, row in ordered], dtype=np.int64)
-        if chain.size > 1:
-            links.add("sequence", chain[:-1], chain[1:], config.weight)
-    return in_changed
+        successor[chain[:-1]] = chain[1:]
+    mine = kept_sequence & in_changed[np.maximum(src, 0)]
+    stale: npt.NDArray[np.bool_] = mine & (successor[np.maximum(src, 0)] != dst)
+    linked = np.zeros(n_rows, dtype=np.bool_)  # rows whose kept edge still links their successor
+    linked[src[mine & ~stale]] = True
+    starts = np.flatnonzero(in_changed & (successor >= 0) & ~linked)
+    if starts.size:
+        links.add("sequence", starts, successor[starts], config.weight)
+    return stale
 
 
 def _similar(

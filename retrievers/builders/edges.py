@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.builders.edge_groups import RowGroups, group_name, remember
 from retrievers.llm import ChatClient, LLMError, parse_json_content
 from retrievers.params import is_int, is_number
 from retrievers.ranking import top_k_rows
@@ -78,23 +79,40 @@ class _Links:
 
 
 def _group_rows(
-    documents: Sequence[Document], keys: Sequence[str], report: EdgeReport, what: str
+    documents: Sequence[Document],
+    keys: Sequence[str],
+    report: EdgeReport,
+    what: str,
+    known: dict[tuple[str, ...], RowGroups] | None = None,
 ) -> list[IntArray]:
     """Rows grouped by their values of metadata ``keys`` (one group of all rows when there are no
-    keys); documents lacking a key belong to no group and are counted as ``<what>.missing_key``."""
+    keys); documents lacking a key belong to no group and are counted as ``<what>.missing_key``.
+    With ``known``, the rows' groups are put in it under ``tuple(keys)`` (for later changes:
+    :mod:`retrievers.builders.edge_groups`)."""
     if not keys:
         return [np.arange(len(documents), dtype=np.int64)]
     groups: dict[tuple[str, ...], list[int]] = {}
     for row, doc in enumerate(documents):
-        if any(key not in doc.metadata for key in keys):
+        name = group_name(doc.metadata, keys)
+        if name is None:
             report.drop(f"{what}.missing_key", 1, doc.id)
             continue
-        groups.setdefault(tuple(str(doc.metadata[key]) for key in keys), []).append(row)
-    return [np.asarray(rows, dtype=np.int64) for _, rows in sorted(groups.items())]
+        groups.setdefault(name, []).append(row)
+    ordered = [(name, np.asarray(rows, dtype=np.int64)) for name, rows in sorted(groups.items())]
+    if known is not None:
+        code = np.full(len(documents), -1, dtype=np.int64)
+        for i, (_, rows_of_group) in enumerate(ordered):
+            code[rows_of_group] = i
+        known[tuple(keys)] = RowGroups(code, tuple(name for name, _ in ordered))
+    return [rows for _, rows in ordered]
 
 
 def _similarity_edges(
-    documents: Sequence[Document], embeddings: npt.ArrayLike, config: SimilarityEdgeConfig, links: _Links
+    documents: Sequence[Document],
+    embeddings: npt.ArrayLike,
+    config: SimilarityEdgeConfig,
+    links: _Links,
+    known: dict[tuple[str, ...], RowGroups] | None = None,
 ) -> None:
     matrix = np.asarray(embeddings, dtype=np.float32)
     if matrix.ndim != 2 or matrix.shape[0] != len(documents):
@@ -102,7 +120,7 @@ def _similarity_edges(
             f"similar_to edges need one embedding row per document, got shape {matrix.shape} "
             f"for {len(documents)} documents"
         )
-    for rows in _group_rows(documents, config.same_keys, links.report, "similar_to"):
+    for rows in _group_rows(documents, config.same_keys, links.report, "similar_to", known):
         k = min(config.k, rows.size - 1)
         if k < 1:
             continue
@@ -134,8 +152,13 @@ def _order_value(value: object) -> tuple[int, float, str]:
     return (0, number, "") if math.isfinite(number) else (1, 0.0, text)
 
 
-def _sequence_edges(documents: Sequence[Document], config: SequenceEdgeConfig, links: _Links) -> None:
-    for rows in _group_rows(documents, config.group_keys, links.report, "sequence"):
+def _sequence_edges(
+    documents: Sequence[Document],
+    config: SequenceEdgeConfig,
+    links: _Links,
+    known: dict[tuple[str, ...], RowGroups] | None = None,
+) -> None:
+    for rows in _group_rows(documents, config.group_keys, links.report, "sequence", known):
         ordered: list[tuple[tuple[int, float, str], int]] = []
         for row in rows.tolist():
             metadata = documents[row].metadata
@@ -376,12 +399,13 @@ def build_edges(
     if len(row_of) != len(documents):
         raise ValueError("documents must have distinct ids")
     links = _Links()
+    known: dict[tuple[str, ...], RowGroups] = {}  # the rows' groups, kept for later changes
     if config.similar_to is not None:
         if embeddings is None:
             raise ValueError("similar_to edges need the store embeddings")
-        _similarity_edges(documents, embeddings, config.similar_to, links)
+        _similarity_edges(documents, embeddings, config.similar_to, links, known)
     if config.sequence is not None:
-        _sequence_edges(documents, config.sequence, links)
+        _sequence_edges(documents, config.sequence, links, known)
     if config.references is not None:
         _reference_edges(documents, row_of, config.references, links)
     if config.mentions is not None:
@@ -430,6 +454,7 @@ def build_edges(
         names,
         report=links.report.as_dict(),
     )
+    remember(edge_set, known)
     if edge_set.report["dropped"]:
         log.warning(
             "edges: %d kept (%s); dropped or skipped: %s",

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["blas_workers"]
+__all__ = ["blas_workers", "one_blas_thread"]
 
 
 @functools.cache
@@ -42,3 +42,16 @@ def blas_workers(tasks: int) -> Iterator[int]:
         return
     with blas.limit(limits=1):
         yield workers
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS held at one thread inside the block (small products, where threads cost more than
+    they give), through the controller made once: ``threadpool_limits`` looks for every loaded
+    library again at each call (about 3 ms)."""
+    blas = _blas()
+    if blas is None:
+        yield
+        return
+    with blas.limit(limits=1):
+        yield

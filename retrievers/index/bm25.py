@@ -182,7 +182,7 @@ class BM25Index:
             "indptr": counts.indptr,
             "num_docs": counts.n_rows,
         }
-        model.vocab_dict = {term: i for i, term in enumerate(counts.terms)}
+        model.vocab_dict = dict(zip(counts.terms, range(len(counts.terms)), strict=True))
         model.nonoccurrence_array = nonoccurrence
         model.unique_token_ids_set = None  # used only by bm25s's own retrieve(), never here
         return cls(model, params, counts.n_rows, counts)
@@ -209,7 +209,7 @@ class BM25Index:
         total = int(kept.sum()) + len(items)
         if rows.size and (rows.min() < 0 or rows.max() >= total):
             raise ValueError(f"new_rows must lie in [0, {total - 1}]")
-        return self.from_counts(self.counts.changed(kept, rows, items, self.params), self.params)
+        return self.from_counts(self.counts.changed(kept, rows, items, self.params, self._vocab), self.params)
 
     def _term_ids(self, terms: Sequence[str]) -> list[int]:
         """Vocabulary ids of the known ``terms`` (unknown terms score nothing; repeats kept)."""

@@ -19,8 +19,10 @@ Lucene's segments, done at every change.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +37,10 @@ Float32Array = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 
-#: pairs scored at a time (bounded float64 temporaries)
-_SCORE_BLOCK = 1 << 22
+#: pairs scored at a time: float64 temporaries of 512 KiB, reused from the heap block after
+#: block and near the cache (a block of 4M pairs made every temporary a fresh 32 MB mapping,
+#: whose page faults cost more system time than the arithmetic)
+_SCORE_BLOCK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -57,11 +61,19 @@ class TermCounts:
         return np.diff(self.indptr).astype(np.int64)
 
     def changed(
-        self, keep: npt.NDArray[np.bool_], new_rows: IntArray, texts: Sequence[str], params: dict[str, object]
+        self,
+        keep: npt.NDArray[np.bool_],
+        new_rows: IntArray,
+        texts: Sequence[str],
+        params: dict[str, object],
+        vocab: Mapping[str, int] | None = None,
     ) -> TermCounts:
         """The counts after a change: the rows where ``keep`` is True stay (in order), the
         ``texts`` are added, and ``new_rows[i]`` is the row of ``texts[i]`` in the result (the
-        kept rows fill the other rows, in order). Terms no row holds any more are dropped."""
+        kept rows fill the other rows, in order). Terms no row holds any more are dropped.
+        ``vocab``: each of :attr:`terms` to its id, when the caller has it (else made here)."""
+        if vocab is None:
+            vocab = dict(zip(self.terms, range(len(self.terms)), strict=True))
         n_kept = int(np.count_nonzero(keep))
         n_total = n_kept + len(texts)
         is_new = np.zeros(n_total, dtype=np.bool_)
@@ -69,15 +81,12 @@ class TermCounts:
         if np.count_nonzero(is_new) != len(texts):
             raise ValueError("new_rows must name distinct rows, one per new text")
         if n_kept == self.n_rows and np.array_equal(new_rows, np.arange(self.n_rows, n_total)):
-            return self._appended(texts, params)
+            return self._appended(texts, params, vocab)
         kept_to = np.full(self.n_rows, -1, dtype=np.int64)
         kept_to[keep] = np.flatnonzero(~is_new)
         # the new texts' pairs
         new_term_local, new_row_local, new_tf, new_lengths, new_terms = encode_pairs(texts, params)
-        union = sorted(set(self.terms).union(new_terms))
-        union_of = {term: i for i, term in enumerate(union)}
-        old_map = np.fromiter((union_of[t] for t in self.terms), dtype=np.int64, count=len(self.terms))
-        new_map = np.fromiter((union_of[t] for t in new_terms), dtype=np.int64, count=len(new_terms))
+        union, old_map, new_map = _union(self.terms, vocab, new_terms)
         # the kept rows' pairs, renumbered (monotone: runs stay ascending), terms in the union
         old_term = np.repeat(old_map, self.doc_freq())
         old_rows = kept_to[self.rows]
@@ -111,25 +120,24 @@ class TermCounts:
         lengths[~is_new] = self.lengths[keep]
         lengths[new_rows] = new_lengths
         return TermCounts(
-            terms=tuple(term for term, here in zip(union, present.tolist(), strict=True) if here),
+            terms=tuple(itertools.compress(union, present.tolist())),
             indptr=indptr,
             rows=rows,
             tf=tf,
             lengths=lengths,
         )
 
-    def _appended(self, texts: Sequence[str], params: dict[str, object]) -> TermCounts:
+    def _appended(
+        self, texts: Sequence[str], params: dict[str, object], vocab: Mapping[str, int]
+    ) -> TermCounts:
         """:meth:`changed` when every row stays and the texts come after them (new ids sort
         after every stored id): each term's run gains the new rows at its end, so the old pairs
         keep their order and fill the places the new ones leave (no keys, no merge search); no
         term disappears."""
         term_local, row_local, new_tf, new_lengths, new_terms = encode_pairs(texts, params)
-        union = sorted(set(self.terms).union(new_terms))
-        union_of = {term: i for i, term in enumerate(union)}
-        old_map = np.fromiter((union_of[t] for t in self.terms), dtype=np.int64, count=len(self.terms))
-        new_map = np.fromiter((union_of[t] for t in new_terms), dtype=np.int64, count=len(new_terms))
+        union, old_map, new_map = _union(self.terms, vocab, new_terms)
         term = new_map[term_local]
-        order = np.lexsort((row_local, term))
+        order = np.argsort(term * len(texts) + row_local, kind="stable")  # by (term, row)
         term, rows, tf = term[order], row_local[order] + self.n_rows, new_tf[order]
         old_df = np.zeros(len(union), dtype=np.int64)
         old_df[old_map] = self.doc_freq()
@@ -150,12 +158,41 @@ class TermCounts:
         out_rows[old_places] = self.rows
         out_tf[old_places] = self.tf
         return TermCounts(
-            terms=tuple(union),
+            terms=union,
             indptr=indptr,
             rows=out_rows,
             tf=out_tf,
             lengths=np.concatenate((np.asarray(self.lengths, dtype=np.int64), new_lengths)),
         )
+
+
+def _union(
+    old_terms: tuple[str, ...], vocab: Mapping[str, int], new_terms: Sequence[str]
+) -> tuple[tuple[str, ...], IntArray, IntArray]:
+    """The sorted union of ``old_terms`` (sorted; ``vocab`` numbers them) and ``new_terms``,
+    with each old and each new term's place in it. Only the terms not in ``vocab`` are sorted
+    and placed (by bisection); the old terms shift by the number placed before them."""
+    found = np.fromiter(map(vocab.get, new_terms, itertools.repeat(-1)), dtype=np.int64, count=len(new_terms))
+    unseen = sorted({term for term, at in zip(new_terms, found.tolist(), strict=True) if at < 0})
+    if not unseen:
+        return old_terms, np.arange(len(old_terms), dtype=np.int64), found
+    # unseen[j] goes before old_terms[places[j]]: an old term moves up by the unseen terms before it
+    places = np.fromiter(map(bisect.bisect_left, itertools.repeat(old_terms), unseen), dtype=np.int64)
+    old_map = np.arange(len(old_terms), dtype=np.int64) + np.searchsorted(
+        places, np.arange(len(old_terms)), "right"
+    )
+    unseen_at = places + np.arange(len(unseen), dtype=np.int64)
+    union = np.empty(len(old_terms) + len(unseen), dtype=object)
+    union[old_map] = np.asarray(old_terms, dtype=object)
+    union[unseen_at] = np.asarray(unseen, dtype=object)
+    missing = found < 0
+    unseen_of = dict(zip(unseen, unseen_at.tolist(), strict=True))
+    found[missing] = np.fromiter(
+        (unseen_of[term] for term, new in zip(new_terms, missing.tolist(), strict=True) if new),
+        dtype=np.int64,
+    )
+    found[~missing] = old_map[found[~missing]]
+    return tuple(union.tolist()), old_map, found
 
 
 def encode_pairs(
@@ -252,16 +289,19 @@ def score_counts(counts: TermCounts, params: dict[str, object]) -> tuple[Float32
         nonoccurrence = np.zeros(doc_freq.size, dtype=np.float32)
         nonoccurrence[:] = np.asarray([value * floor for value in idf_values], dtype=np.float64)[of_term]
     row_part = _row_part(method, counts.lengths, avg_len, k1, b)
-    nnz = int(counts.indptr[-1])
+    indptr = counts.indptr
+    nnz = int(indptr[-1])
     data = np.empty(nnz, dtype=np.float32)
-    idf_of_pair = np.repeat(idfs, doc_freq)  # each pair's term's idf (float32, as idfs[term])
-    floor_of_pair = None if nonoccurrence is None else np.repeat(nonoccurrence, doc_freq)
     for start in range(0, nnz, _SCORE_BLOCK):
         stop = min(nnz, start + _SCORE_BLOCK)
-        values = idf_of_pair[start:stop] * _tfc(
+        # the terms whose runs meet [start, stop), and how many of their pairs lie in it
+        first = int(np.searchsorted(indptr, start, side="right")) - 1
+        last = int(np.searchsorted(indptr, stop, side="left"))
+        in_block = np.minimum(indptr[first + 1 : last + 1], stop) - np.maximum(indptr[first:last], start)
+        values = np.repeat(idfs[first:last], in_block) * _tfc(
             method, counts.tf[start:stop].astype(np.float32), row_part[counts.rows[start:stop]], k1, delta
         )
-        if floor_of_pair is not None:
-            values -= floor_of_pair[start:stop]
+        if nonoccurrence is not None:
+            values -= np.repeat(nonoccurrence[first:last], in_block)
         data[start:stop] = values
     return data, nonoccurrence
