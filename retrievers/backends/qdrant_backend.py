@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["QdrantBackend", "sparse_terms"]
 
 API_KEY_ENV = "QDRANT_API_KEY"
+#: queries per ``query_batch_points`` request (a batch of 384-d dense queries is ~2 MB of JSON)
+BATCH = 256
 
 
 def sparse_terms(terms: Sequence[str]) -> Counter[int]:
@@ -190,26 +192,45 @@ class QdrantBackend(SearchBackend):
         )
         matrix = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.identity.dim)
         query_filter = self._filter(rows)
+        ask: dict[str, Any] = {"using": "emb", "with_vector": ["emb"], "with_payload": False}
+        requests = [
+            models.QueryRequest(query=query.tolist(), filter=query_filter, params=params, limit=k + 1, **ask)
+            for query in matrix
+        ]
         results: Hits = []
-        for query in matrix:
-            ask: dict[str, Any] = {"query": query.tolist(), "using": "emb", "query_filter": query_filter}
-            ask.update(search_params=params, with_vectors=["emb"])
-            points = self._call("vector search", "query_points", self.docs, limit=k + 1, **ask).points
+        for query, points in zip(matrix, self._batched("vector search", requests), strict=True):
             if len(points) > k and points[k].score >= points[k - 1].score:
                 # rows tied at the k-th place: Qdrant orders ties its own way, the ranking rule
                 # takes the lowest rows; every row scoring at least the k-th is fetched to choose
                 # (Qdrant's threshold is strict: one float32 step below)
-                points = self._call(
+                threshold = float(np.nextafter(np.float32(points[k - 1].score), np.float32(-np.inf)))
+                (points,) = self._batched(
                     "vector search",
-                    "query_points",
-                    self.docs,
-                    limit=self.identity.rows,
-                    score_threshold=float(np.nextafter(np.float32(points[k - 1].score), np.float32(-np.inf))),
-                    **ask,
-                ).points
+                    [
+                        models.QueryRequest(
+                            query=query.tolist(),
+                            filter=query_filter,
+                            params=params,
+                            limit=self.identity.rows,
+                            score_threshold=threshold,
+                            **ask,
+                        )
+                    ],
+                )
             vectors = [point.vector["emb"] for point in points]
             results.append(rescored_hit([point.id for point in points], vectors, query, k))
         return results
+
+    def _batched(self, what: str, requests: Sequence[Any]) -> list[list[Any]]:
+        """The points each request found, asked :data:`BATCH` requests at a time with
+        ``query_batch_points`` (one round trip per batch to a server; local mode answers them one
+        by one in-process)."""
+        found: list[list[Any]] = []
+        for start in range(0, len(requests), BATCH):
+            chunk = list(requests[start : start + BATCH])
+            responses = self._call(what, "query_batch_points", self.docs, requests=chunk)
+            found.extend(response.points for response in responses)
+        return found
 
     def _sparse(self, text: str) -> Any:
         from qdrant_client import models
@@ -219,23 +240,20 @@ class QdrantBackend(SearchBackend):
         return models.SparseVector(indices=ids, values=[float(counts[i]) for i in ids]) if ids else None
 
     def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits:
+        from qdrant_client import models
+
         query_filter = self._filter(rows)
-        results: Hits = []
-        for text in queries:
-            vector = self._sparse(text)
-            if vector is None:
-                results.append(empty_hit())
-                continue
-            found = self._call(
-                "keyword search",
-                "query_points",
-                self.docs,
-                query=vector,
-                using="bm25",
-                limit=k,
-                query_filter=query_filter,
+        vectors = [self._sparse(text) for text in queries]
+        asked = [i for i, vector in enumerate(vectors) if vector is not None]
+        requests = [
+            models.QueryRequest(
+                query=vectors[i], using="bm25", filter=query_filter, limit=k, with_payload=False
             )
-            results.append(ordered_hit([(point.id, point.score) for point in found.points], k))
+            for i in asked
+        ]
+        results: Hits = [empty_hit() for _ in queries]
+        for i, points in zip(asked, self._batched("keyword search", requests), strict=True):
+            results[i] = ordered_hit([(point.id, point.score) for point in points], k)
         return results
 
     def keyword_scores(self, query: str) -> Float32Array:
@@ -249,6 +267,7 @@ class QdrantBackend(SearchBackend):
                 query=vector,
                 using="bm25",
                 limit=self.identity.rows,
+                with_payload=False,
             )
             for point in found.points:
                 scores[int(point.id)] = point.score
