@@ -188,9 +188,11 @@ def _knobs(backend: SearchBackend) -> list[dict[str, int]]:
     return [{}]
 
 
-def _percentiles(samples: list[float]) -> str:
+def _percentiles(samples: list[float], unit: float = 1000.0) -> str:
+    """p50 / p95 of ``samples`` (seconds) times ``unit`` (1000: milliseconds)."""
     ordered = sorted(samples)
-    return f"{1000 * ordered[len(ordered) // 2]:.2f} / {1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]:.2f}"
+    p50, p95 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return f"{unit * p50:.2f} / {unit * p95:.2f}"
 
 
 def _timed(call: Callable[[], object], repeats: int) -> list[float]:
@@ -201,6 +203,18 @@ def _timed(call: Callable[[], object], repeats: int) -> list[float]:
         call()
         samples.append(time.perf_counter() - started)
     return samples
+
+
+def _round_trip(backend: SearchBackend) -> Callable[[], object]:
+    """The cheapest request a backend answers: what every search pays before any work
+    (``SELECT 1`` in libSQL and PostgreSQL; in Qdrant a query of its one-point identity collection)."""
+    from retrievers.backends.qdrant_backend import QdrantBackend
+
+    if isinstance(backend, QdrantBackend):
+        client, meta = backend.client, backend.meta
+        return lambda: client.query_points(meta, query=[1.0], limit=1, with_payload=False)
+    db = backend.db  # type: ignore[attr-defined]  # libSQL's and PostgreSQL's connection
+    return lambda: db.execute("SELECT 1").fetchall()
 
 
 #: writers too slow for large corpora here: libSQL's DiskANN index (~20 ms a row on these cores)
@@ -229,9 +243,10 @@ def latency(sizes: Sequence[int], everything: bool = False) -> None:
             )
             print(
                 "| backend | dense 1 query p50 / p95 ms | dense batch of 64 p50 / p95 ms | "
-                "keyword 1 query p50 / p95 ms | keyword batch of 64 p50 / p95 ms | dense recall@10 vs exact |"
+                "keyword 1 query p50 / p95 ms | keyword batch of 64 p50 / p95 ms | dense recall@10 vs exact | "
+                "round trip p50 / p95 us |"
             )
-            print("|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|")
             exact = [
                 {r.doc_id for r in hits} for hits in DenseRetriever(store, embedder).retrieve_batch(texts, 10)
             ]
@@ -249,7 +264,8 @@ def latency(sizes: Sequence[int], everything: bool = False) -> None:
                     cells += [_percentiles(one), _percentiles(batch)]
                 found = [{r.doc_id for r in hits} for hits in dense.retrieve_batch(texts, 10)]
                 recall = statistics.fmean(len(a & b) / 10 for a, b in zip(found, exact, strict=True))
-                print(f"| {label} | " + " | ".join(cells) + f" | {recall:.3f} |")
+                trip = "-" if backend is None else _percentiles(_timed(_round_trip(backend), 64), 1e6)
+                print(f"| {label} | " + " | ".join(cells) + f" | {recall:.3f} | {trip} |")
             for backend in backends.values():
                 if backend is not None:
                     backend.close()
