@@ -155,9 +155,12 @@ def quality(
         order = sorted(base)
         for label, per in keyword.items():
             diff = statistics.fmean(per[q] - base[q] for q in order)
+            same = all(per[q] == base[q] for q in order)  # the t-test of equal lists is nan
             p = (
                 "-"
                 if per is base
+                else "identical per query"
+                if same
                 else f"{ttest_rel([per[q] for q in order], [base[q] for q in order]).pvalue:.3g}"
             )
             print(f"| {label} | {statistics.fmean(per.values()):.4f} | {diff:+.4f} | {p} |")
