@@ -16,6 +16,11 @@ k1, b and tokenizer: stopwords, stemmer), a query's is the term's count in the q
 word counts again, as bm25s sums over query tokens), and the collection's
 ``Modifier.IDF`` multiplies each term by Qdrant's ``ln(1 + (N - n + 0.5) / (n + 0.5))``. Term
 ids are the CRC-32 of the term (no vocabulary to store; a collision merges two terms).
+
+A batch of queries goes in ``query_batch_points`` requests of :data:`BATCH` queries (one round
+trip per request to a server), no payload fetched. Local mode has no sparse index: each keyword
+query scores every point in Python (a merge of the query's term ids with each point's), so its
+cost grows with rows x terms per row, whatever the request holds.
 """
 
 from __future__ import annotations
