@@ -120,7 +120,7 @@ def quality(
         backends = open_all(store, Path(folder), pg, name, skip=skip)
         print(
             f"# {name} ({len(store)} rows, {len(queries)} queries, embedder {embedder_name}); "
-            f"written into {len(backends) - 1} backends in {time.perf_counter() - started:.1f} s\n"
+            f"written into {sum(b is not None for b in backends.values())} backends in {time.perf_counter() - started:.1f} s\n"
         )
         print("written / indexed: " + ", ".join(f"{k} {v:.1f} s" for k, v in WRITE_SECONDS.items()) + "\n")
         local_runs = {fam: _run(cls(store, embedder, **p), queries) for fam, (cls, p) in chosen.items()}
