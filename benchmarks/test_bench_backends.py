@@ -77,7 +77,9 @@ def _dataset(name: str, embedder_name: str) -> tuple[Any, Any, Any]:
     store = build_store(
         dataset.corpus.values(), CachedEmbedder(embedder, cache, label=name), StoreConfig.from_dict(parts)
     )
-    return dataset, embedder, store
+    # the families embed their queries through the cache too (as the harness's runs do): the
+    # query vectors are computed once per machine, not once per family x backend run
+    return dataset, CachedEmbedder(embedder, cache, label=f"{name} queries"), store
 
 
 def _run(retriever: Any, queries: dict[str, str], depth: int = 100) -> dict[str, list[tuple[str, float]]]:
@@ -118,7 +120,7 @@ def quality(
         backends = open_all(store, Path(folder), pg, name, skip=skip)
         print(
             f"# {name} ({len(store)} rows, {len(queries)} queries, embedder {embedder_name}); "
-            f"written into {len(backends) - 1} backends in {time.perf_counter() - started:.1f} s\n"
+            f"written into {sum(b is not None for b in backends.values())} backends in {time.perf_counter() - started:.1f} s\n"
         )
         print("written / indexed: " + ", ".join(f"{k} {v:.1f} s" for k, v in WRITE_SECONDS.items()) + "\n")
         local_runs = {fam: _run(cls(store, embedder, **p), queries) for fam, (cls, p) in chosen.items()}
@@ -153,9 +155,12 @@ def quality(
         order = sorted(base)
         for label, per in keyword.items():
             diff = statistics.fmean(per[q] - base[q] for q in order)
+            same = all(per[q] == base[q] for q in order)  # the t-test of equal lists is nan
             p = (
                 "-"
                 if per is base
+                else "identical per query"
+                if same
                 else f"{ttest_rel([per[q] for q in order], [base[q] for q in order]).pvalue:.3g}"
             )
             print(f"| {label} | {statistics.fmean(per.values()):.4f} | {diff:+.4f} | {p} |")
@@ -186,9 +191,11 @@ def _knobs(backend: SearchBackend) -> list[dict[str, int]]:
     return [{}]
 
 
-def _percentiles(samples: list[float]) -> str:
+def _percentiles(samples: list[float], unit: float = 1000.0) -> str:
+    """p50 / p95 of ``samples`` (seconds) times ``unit`` (1000: milliseconds)."""
     ordered = sorted(samples)
-    return f"{1000 * ordered[len(ordered) // 2]:.2f} / {1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]:.2f}"
+    p50, p95 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return f"{unit * p50:.2f} / {unit * p95:.2f}"
 
 
 def _timed(call: Callable[[], object], repeats: int) -> list[float]:
@@ -199,6 +206,18 @@ def _timed(call: Callable[[], object], repeats: int) -> list[float]:
         call()
         samples.append(time.perf_counter() - started)
     return samples
+
+
+def _round_trip(backend: SearchBackend) -> Callable[[], object]:
+    """The cheapest request a backend answers: what every search pays before any work
+    (``SELECT 1`` in libSQL and PostgreSQL; in Qdrant a query of its one-point identity collection)."""
+    from retrievers.backends.qdrant_backend import QdrantBackend
+
+    if isinstance(backend, QdrantBackend):
+        client, meta = backend.client, backend.meta
+        return lambda: client.query_points(meta, query=[1.0], limit=1, with_payload=False)
+    db = backend.db  # type: ignore[attr-defined]  # libSQL's and PostgreSQL's connection
+    return lambda: db.execute("SELECT 1").fetchall()
 
 
 #: writers too slow for large corpora here: libSQL's DiskANN index (~20 ms a row on these cores)
@@ -227,9 +246,10 @@ def latency(sizes: Sequence[int], everything: bool = False) -> None:
             )
             print(
                 "| backend | dense 1 query p50 / p95 ms | dense batch of 64 p50 / p95 ms | "
-                "keyword 1 query p50 / p95 ms | keyword batch of 64 p50 / p95 ms | dense recall@10 vs exact |"
+                "keyword 1 query p50 / p95 ms | keyword batch of 64 p50 / p95 ms | dense recall@10 vs exact | "
+                "round trip p50 / p95 us |"
             )
-            print("|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|")
             exact = [
                 {r.doc_id for r in hits} for hits in DenseRetriever(store, embedder).retrieve_batch(texts, 10)
             ]
@@ -247,7 +267,8 @@ def latency(sizes: Sequence[int], everything: bool = False) -> None:
                     cells += [_percentiles(one), _percentiles(batch)]
                 found = [{r.doc_id for r in hits} for hits in dense.retrieve_batch(texts, 10)]
                 recall = statistics.fmean(len(a & b) / 10 for a, b in zip(found, exact, strict=True))
-                print(f"| {label} | " + " | ".join(cells) + f" | {recall:.3f} |")
+                trip = "-" if backend is None else _percentiles(_timed(_round_trip(backend), 64), 1e6)
+                print(f"| {label} | " + " | ".join(cells) + f" | {recall:.3f} | {trip} |")
             for backend in backends.values():
                 if backend is not None:
                     backend.close()

@@ -56,7 +56,7 @@ SKIPPED: dict[tuple[str, str], str] = {
     ): ("the fusion table's commands: MiniLM runs of SciFact and LoCoMo, then every method (minutes)"),
     (
         "docs/stores.md",
-        "python benchmarks/test_bench_backends.py quality --dataset cisi --embedder tfidf      # ~6 min",
+        "python benchmarks/test_bench_backends.py quality --dataset cisi --embedder tfidf      # 2 min at load ~2",
     ): ("the backends' quality and latency tables: every family on every database (about 50 minutes)"),
     (
         "docs/tuning.md",

@@ -20,6 +20,11 @@ k1, b and tokenizer: stopwords, stemmer), a query's is the term's count in the q
 word counts again, as bm25s sums over query tokens), and the collection's
 ``Modifier.IDF`` multiplies each term by Qdrant's ``ln(1 + (N - n + 0.5) / (n + 0.5))``. Term
 ids are the CRC-32 of the term (no vocabulary to store; a collision merges two terms).
+
+A batch of queries goes in ``query_batch_points`` requests of :data:`BATCH` queries (one round
+trip per request to a server), no payload fetched. Local mode has no sparse index: each keyword
+query scores every point in Python (a merge of the query's term ids with each point's), so its
+cost grows with rows x terms per row, whatever the request holds.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["QdrantBackend", "sparse_terms"]
 
 API_KEY_ENV = "QDRANT_API_KEY"
+#: queries per ``query_batch_points`` request (a batch of 384-d dense queries is ~2 MB of JSON)
+BATCH = 256
 
 
 def sparse_terms(terms: Sequence[str]) -> Counter[int]:
@@ -284,27 +291,54 @@ class QdrantBackend(SearchBackend):
         )
         matrix = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.identity.dim)
         query_filter = self._filter(rows)
+        ask: dict[str, Any] = {"using": "emb", "with_vector": ["emb"], "with_payload": False}
+        requests = [
+            models.QueryRequest(query=query.tolist(), filter=query_filter, params=params, limit=k + 1, **ask)
+            for query in matrix
+        ]
         results: Hits = []
-        for query in matrix:
-            ask: dict[str, Any] = {"query": query.tolist(), "using": "emb", "query_filter": query_filter}
-            ask.update(search_params=params, with_vectors=["emb"])
-            points = self._top("vector search", k, ask)
+        for query, points in zip(matrix, self._top("vector search", k, requests), strict=True):
             vectors = [point.vector["emb"] for point in points]
             results.append(rescored_hit([point.id for point in points], vectors, query, k))
         return results
 
-    def _top(self, what: str, k: int, ask: dict[str, Any]) -> list[Any]:
-        """The points of the query ``ask`` ranked in the top ``k``, and every point tied with
-        the k-th (float32 scores, as the hits hold them): Qdrant orders equal scores its own way (after a change, not by row), the
-        ranking rule takes the lowest rows, so every point scoring at least the k-th is fetched
-        to choose from (Qdrant's threshold is strict: one float32 step below)."""
-        points: list[Any] = self._call(what, "query_points", self.docs, limit=k + 1, **ask).points
-        if len(points) > k and np.float32(points[k].score) >= np.float32(points[k - 1].score):
-            threshold = float(np.nextafter(np.float32(points[k - 1].score), np.float32(-np.inf)))
-            points = self._call(
-                what, "query_points", self.docs, limit=self.identity.rows, score_threshold=threshold, **ask
-            ).points
-        return points
+    def _batched(self, what: str, requests: Sequence[Any]) -> list[list[Any]]:
+        """The points each request found, asked :data:`BATCH` requests at a time with
+        ``query_batch_points`` (one round trip per batch to a server; local mode answers them one
+        by one in-process)."""
+        found: list[list[Any]] = []
+        for start in range(0, len(requests), BATCH):
+            chunk = list(requests[start : start + BATCH])
+            responses = self._call(what, "query_batch_points", self.docs, requests=chunk)
+            found.extend(response.points for response in responses)
+        return found
+
+    def _top(self, what: str, k: int, requests: Sequence[Any]) -> list[list[Any]]:
+        """The points of each request (asked with ``limit`` k + 1) ranked in the top ``k``, and
+        every point tied with the k-th (float32 scores, as the hits hold them): Qdrant orders
+        equal scores its own way (after a change, not by row), the ranking rule takes the lowest
+        rows, so every point scoring at least the k-th is fetched to choose from (Qdrant's
+        threshold is strict: one float32 step below)."""
+        found = self._batched(what, requests)
+        tied = [
+            number
+            for number, points in enumerate(found)
+            if len(points) > k and np.float32(points[k].score) >= np.float32(points[k - 1].score)
+        ]
+        wider = [
+            requests[number].model_copy(
+                update={
+                    "limit": self.identity.rows,
+                    "score_threshold": float(
+                        np.nextafter(np.float32(found[number][k - 1].score), np.float32(-np.inf))
+                    ),
+                }
+            )
+            for number in tied
+        ]
+        for number, points in zip(tied, self._batched(what, wider), strict=True):
+            found[number] = points
+        return found
 
     def _sparse(self, text: str) -> Any:
         from qdrant_client import models
@@ -314,16 +348,20 @@ class QdrantBackend(SearchBackend):
         return models.SparseVector(indices=ids, values=[float(counts[i]) for i in ids]) if ids else None
 
     def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits:
+        from qdrant_client import models
+
         query_filter = self._filter(rows)
-        results: Hits = []
-        for text in queries:
-            vector = self._sparse(text)
-            if vector is None:
-                results.append(empty_hit())
-                continue
-            ask = {"query": vector, "using": "bm25", "query_filter": query_filter}
-            found = self._top("keyword search", k, ask)
-            results.append(ordered_hit([(point.id, point.score) for point in found], k))
+        vectors = [self._sparse(text) for text in queries]
+        asked = [i for i, vector in enumerate(vectors) if vector is not None]
+        requests = [
+            models.QueryRequest(
+                query=vectors[i], using="bm25", filter=query_filter, limit=k + 1, with_payload=False
+            )
+            for i in asked
+        ]
+        results: Hits = [empty_hit() for _ in queries]
+        for i, points in zip(asked, self._top("keyword search", k, requests), strict=True):
+            results[i] = ordered_hit([(point.id, point.score) for point in points], k)
         return results
 
     def keyword_scores(self, query: str) -> Float32Array:
@@ -337,6 +375,7 @@ class QdrantBackend(SearchBackend):
                 query=vector,
                 using="bm25",
                 limit=self.identity.rows,
+                with_payload=False,
             )
             for point in found.points:
                 scores[int(point.id)] = point.score
