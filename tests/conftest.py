@@ -48,13 +48,6 @@ os.environ["VIKING_EVAL_DOWNLOAD"] = "never"  # viking_eval never fetches a miss
 # of CPU, running it as plain Python on the small test runs seconds. numba reads this when first
 # imported and again later, so it is set here, before any test module imports anything.
 os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
-# one BLAS/OpenMP thread per process: the suite runs 4 workers on 2 cores, each starting
-# subprocesses, and idle BLAS threads spin on the busy cores (a smoke sweep: 7.3 -> 5.6 CPU s).
-# Set before NumPy is first imported; subprocesses inherit it. Tests of thread counts set their
-# own; test_tuned_presets runs its child with the user's defaults (its recorded numbers).
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 from viking_eval.data import DATA_ENV, data_search_path
 
