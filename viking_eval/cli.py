@@ -183,8 +183,8 @@ def _check_command(overrides: list[str], *, multirun: bool, config_name: str) ->
     sweeper = str(base.hydra.sweeper.get("_target_", ""))
     if sweeper == BASIC_SWEEPER:
         numbered: dict[tuple[str, ...], int] = {}  # each distinct job, by its first number
-        for number, job in enumerate(job_overrides(base, task)):
-            numbered.setdefault(tuple(job), number)
+        for number, given in enumerate(job_overrides(base, task)):
+            numbered.setdefault(tuple(given), number)
         configs = job_configs(numbered, hydra_overrides, config_name=config_name)
         for (job, number), (overrides, composed) in zip(numbered.items(), configs, strict=True):
             try:
