@@ -128,21 +128,22 @@ def job_overrides(base: DictConfig, task_overrides: Sequence[str]) -> list[list[
     return BasicSweeper.split_arguments(parsed, None)[0]
 
 
-def _config_groups() -> frozenset[str]:
-    """Every config group's path (``embedder``, ``hydra/launcher``, ...) Hydra's search path holds."""
-    loader = GlobalHydra.instance().config_loader()
-    found: set[str] = set()
-    pending = [""]
-    while pending:
-        parent = pending.pop()
-        for name in loader.list_groups(parent):
-            path = f"{parent}/{name}" if parent else name
-            found.add(path)
-            pending.append(path)
-    return frozenset(found)
+class _Groups:
+    """Whether a key names a config group (``embedder``, ``hydra/launcher``), asking Hydra's
+    config loader for the groups under the key's parent, once per parent."""
+
+    def __init__(self) -> None:
+        self._loader = GlobalHydra.instance().config_loader()
+        self._under: dict[str, frozenset[str]] = {}
+
+    def __contains__(self, path: object) -> bool:
+        parent, _, name = str(path).rpartition("/")
+        if parent not in self._under:
+            self._under[parent] = frozenset(self._loader.list_groups(parent))
+        return name in self._under[parent]
 
 
-def _leaf_value(override: Override, groups: frozenset[str]) -> bool:
+def _leaf_value(override: Override, groups: _Groups) -> bool:
     """Whether Hydra applies ``override`` as a value set on the composed config (``key=value`` of a
     plain value, the key no config group): such overrides never change the defaults list."""
     key = override.key_or_group
@@ -166,7 +167,7 @@ def job_configs(
     update(..., merge=True)``, typed by the schema); a job whose values cannot be set that way is
     composed in full, so its error is Hydra's own."""
     parser = OverridesParser.create()
-    groups = _config_groups()
+    groups = _Groups()
     composed: dict[tuple[object, ...], DictConfig] = {}  # with the hydra node, as Hydra composed it
     for job in jobs:
         overrides = [*common, *job]
