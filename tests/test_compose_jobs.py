@@ -32,6 +32,8 @@ def _jobs(*overrides: str) -> tuple[list[list[str]], list[str]]:
             "+retrievers.bm25.k1=0.9,1.2",
             "run.top_k=10,20",
         ),
+        # a key set by value and again by ++ after it: Hydra's order decides, so composed in full
+        ("experiment=smoke", "run.top_k=10,20", "++run.top_k=7"),
         # a documented sweep: values only (alpha x convergence rounds)
         ("experiment=hierarchical_sweep",),
     ],
@@ -39,7 +41,7 @@ def _jobs(*overrides: str) -> tuple[list[list[str]], list[str]]:
 def test_every_job_equals_composing_it_alone(overrides: tuple[str, ...]) -> None:
     with hydra_session():
         jobs, hydra = _jobs(*overrides)
-        assert len(jobs) > 3
+        assert len(jobs) > 1
         configs = list(job_configs(jobs, hydra))
         assert len(configs) == len(jobs)
         for number, (job, (given, cfg)) in enumerate(zip(jobs, configs, strict=True)):

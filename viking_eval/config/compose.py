@@ -177,9 +177,11 @@ def job_configs(
             yield overrides, error
             continue
         values = [override for override in parsed if _leaf_value(override, groups)]
-        rest = tuple(override.input_line for override in parsed if not _leaf_value(override, groups))
-        shape = (rest, tuple(override.key_or_group for override in values))
-        template = composed.get(shape)
+        others = [override for override in parsed if not _leaf_value(override, groups)]
+        shape = (tuple(o.input_line for o in others), tuple(o.key_or_group for o in values))
+        # a key also set another way (``++key=...`` after ``key=...``) keeps Hydra's order: in full
+        alone = {o.key_or_group for o in values} & {o.key_or_group for o in others}
+        template = None if alone else composed.get(shape)
         if template is not None:
             cfg = copy.deepcopy(template)  # struct, as Hydra leaves it: a key it lacks raises
             try:
