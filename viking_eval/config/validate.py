@@ -101,6 +101,8 @@ def typed_values(
         return _typed_values(cls, values, where, init=init, by_section=by_section)
     key = (cls, spelled, where, init, by_section)
     if key not in _CHECKED:
+        if len(_CHECKED) >= _REMEMBERED:  # a long study's sampled values: start again, never grow
+            _CHECKED.clear()
         _CHECKED[key] = _typed_values(cls, values, where, init=init, by_section=by_section)
     return copy.deepcopy(_CHECKED[key])
 
@@ -109,6 +111,7 @@ _CHECKED: dict[tuple[type, str, str, bool, bool], dict[str, Any]] = {}
 """typed_values' results by class, values (:func:`_spelling`), where and flags; a refusal is raised
 each time, never kept."""
 
+_REMEMBERED = 4096  #: at most this many results are kept
 _PLAIN = (str, int, float, bool, type(None))
 
 
