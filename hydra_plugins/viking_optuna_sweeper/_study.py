@@ -68,6 +68,8 @@ from hydra_plugins.viking_optuna_sweeper._workers import (
 if TYPE_CHECKING:
     import optuna
 
+    from viking_eval.config.compose import JobComposer
+
 log = logging.getLogger(__name__)
 
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsgaii")
@@ -194,12 +196,20 @@ class OptunaSweeperImpl(Sweeper):
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
         self.launcher: Launcher | None = None
+        self._composer: JobComposer | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.hydra_context = hydra_context
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=FailOnExit(task_function), config=config
+        )
+        from viking_eval.config.compose import JobComposer
+
+        # a trial's config composes before it runs: in full once per shape of its overrides,
+        # the other trials by setting their values on a copy (Hydra's own check composes each)
+        self._composer = JobComposer(
+            compose=lambda overrides: hydra_context.config_loader.load_sweep_config(config, overrides)
         )
 
     def _config(self) -> DictConfig:
@@ -409,16 +419,16 @@ class OptunaSweeperImpl(Sweeper):
     ) -> list[JobReturn]:
         import optuna
 
-        if self.launcher is None:
+        if self.launcher is None or self._composer is None:
             raise RuntimeError("OptunaSweeperImpl used before setup(): Hydra sets the sweeper up first")
-        launcher = self.launcher
+        launcher, composer = self.launcher, self._composer
         runnable: list[int] = []
         by_number = {trial.number: trial for trial in trials}
         for trial in trials:
             trial.set_user_attr("overrides", overrides[trial.number])
             try:
                 # the config composes (a choice value may name a missing config option)
-                self.validate_batch_is_legal([overrides[trial.number]])
+                composer.config(overrides[trial.number])
             except Exception as error:
                 log.error(
                     "trial %d failed to compose (overrides %s): %s",

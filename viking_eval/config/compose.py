@@ -6,10 +6,10 @@
   harness's settings (``dataset.strict=maybe``, ``run.top_k=abc`` fail while composing).
 - :func:`compose_config` composes for a list of overrides (Hydra's compose API).
 - :func:`job_overrides` expands a multirun's sweep overrides into the overrides of each job, as
-  Hydra's basic sweeper does; :func:`job_configs` composes each job's config, once per distinct
-  set of config-group choices (a grid of parameter values is composed once and each job's values
-  set on a copy, as Hydra applies them: ``tests/test_compose_jobs.py`` checks it equals composing
-  every job).
+  Hydra's basic sweeper does; :func:`job_configs` (:class:`JobComposer`, which the Optuna sweeper
+  also uses for its trials) composes each job's config, once per distinct set of config-group
+  choices (a grid of parameter values is composed once and each job's values set on a copy, as
+  Hydra applies them: ``tests/test_compose_jobs.py`` checks it equals composing every job).
 - :func:`explain` turns whatever composing raised (a missing config group option, an override of
   a key that does not exist, a value of the wrong type, an override that does not parse) into a
   :class:`~viking_eval.config.errors.ConfigError` naming the key and what is allowed.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from viking_eval.config.schema import is_params_class, schema_of
 __all__ = [
     "CONFIG_DIR",
     "SCHEMA_NAME",
+    "JobComposer",
     "compose_config",
     "explain",
     "hydra_session",
@@ -158,30 +159,36 @@ def _leaf_value(override: Override, groups: _Groups) -> bool:
     )
 
 
-def job_configs(
-    jobs: Iterable[Sequence[str]], common: Sequence[str], *, config_name: str = "config"
-) -> Iterator[tuple[list[str], DictConfig | Exception]]:
-    """Each job's overrides (``common`` then the job's) and its config, or what composing it
-    raised. Jobs that share their config-group choices and the keys they set to plain values are
-    composed once: the others copy that config and set their values as Hydra does (``OmegaConf.
-    update(..., merge=True)``, typed by the schema); a job whose values cannot be set that way is
-    composed in full, so its error is Hydra's own."""
-    parser = OverridesParser.create()
-    groups = _Groups()
-    composed: dict[tuple[object, ...], DictConfig] = {}  # with the hydra node, as Hydra composed it
-    for job in jobs:
-        overrides = [*common, *job]
-        try:
-            parsed = parser.parse_overrides(overrides)
-        except Exception as error:
-            yield overrides, error
-            continue
-        values = [override for override in parsed if _leaf_value(override, groups)]
-        others = [override for override in parsed if not _leaf_value(override, groups)]
+class JobComposer:
+    """Composes jobs' configs (:meth:`config`), each as Hydra would, but once per shape: jobs that
+    share their config-group choices and the keys they set to plain values are composed once, and
+    the others copy that config and set their values as Hydra does (``OmegaConf.update(...,
+    merge=True)``, typed by the schema); a job whose values cannot be set that way is composed in
+    full, so its error is Hydra's own. ``compose`` composes a job in full, ``hydra`` node included
+    (default: :func:`compose_config` in the current Hydra session; a sweeper passes its config
+    loader's ``load_sweep_config``). One composer remembers every shape it composed."""
+
+    def __init__(
+        self, *, config_name: str = "config", compose: Callable[[list[str]], DictConfig] | None = None
+    ) -> None:
+        self._parser = OverridesParser.create()
+        self._groups = _Groups()
+        self._compose = compose or (
+            lambda overrides: compose_config(overrides, config_name=config_name, with_hydra=True)
+        )
+        self._composed: dict[tuple[object, ...], DictConfig] = {}  # with the hydra node
+
+    def config(self, overrides: Sequence[str]) -> DictConfig:
+        """The config of a job with ``overrides`` (``hydra`` node left out); raises what
+        composing it raises."""
+        overrides = list(overrides)
+        parsed = self._parser.parse_overrides(overrides)
+        values = [override for override in parsed if _leaf_value(override, self._groups)]
+        others = [override for override in parsed if not _leaf_value(override, self._groups)]
         shape = (tuple(o.input_line for o in others), tuple(o.key_or_group for o in values))
         # a key also set another way (``++key=...`` after ``key=...``) keeps Hydra's order: in full
         alone = {o.key_or_group for o in values} & {o.key_or_group for o in others}
-        template = None if alone else composed.get(shape)
+        template = None if alone else self._composed.get(shape)
         if template is not None:
             cfg = copy.deepcopy(template)  # struct, as Hydra leaves it: a key it lacks raises
             try:
@@ -190,15 +197,24 @@ def job_configs(
             except OmegaConfBaseException:
                 pass  # composed in full below: Hydra words the error
             else:
-                yield overrides, _without_hydra(cfg)
-                continue
+                return _without_hydra(cfg)
+        cfg = self._compose(overrides)
+        self._composed.setdefault(shape, cfg)
+        return _without_hydra(cfg)
+
+
+def job_configs(
+    jobs: Iterable[Sequence[str]], common: Sequence[str], *, config_name: str = "config"
+) -> Iterator[tuple[list[str], DictConfig | Exception]]:
+    """Each job's overrides (``common`` then the job's) and its config, or what composing it
+    raised (:class:`JobComposer`: composed once per shape)."""
+    composer = JobComposer(config_name=config_name)
+    for job in jobs:
+        overrides = [*common, *job]
         try:
-            cfg = compose_config(overrides, config_name=config_name, with_hydra=True)
+            yield overrides, composer.config(overrides)
         except Exception as error:
             yield overrides, error
-            continue
-        composed.setdefault(shape, cfg)
-        yield overrides, _without_hydra(cfg)
 
 
 # --------------------------------------------------------------------------- Hydra's errors
