@@ -9,6 +9,7 @@ copies 1 ulp apart).
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -25,12 +26,20 @@ from retrievers.index.rescore import refined_top
 from retrievers.store.vector_index_config import VectorIndexConfig
 
 
-def built(kind: str, seed: int) -> tuple[FaissVectorIndex, np.ndarray]:
-    vectors, queries = tied_corpus(seed)
+@functools.cache
+def _built(kind: str) -> tuple[FaissVectorIndex, np.ndarray]:
+    vectors, queries = tied_corpus(41)
     extra: dict[str, Any] = {"nlist": 8} if kind.startswith("ivf") else {}
     if kind == "ivf_pq":
         extra.update(pq_m=4, pq_bits=4)
     return FaissVectorIndex.build(ExactVectorIndex(vectors), VectorIndexConfig(kind=kind, **extra)), queries
+
+
+def built(kind: str) -> tuple[FaissVectorIndex, np.ndarray]:
+    """The index of ``kind`` over ``tied_corpus`` (built once for this module), no plan kept."""
+    index, queries = _built(kind)
+    index._plans.clear()
+    return index, queries
 
 
 class PlanSpy:
@@ -49,7 +58,7 @@ class PlanSpy:
 def test_a_plan_is_made_once_per_k_and_knobs_and_answers_as_the_general_path(
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index, queries = built(kind, seed=41)
+    index, queries = built(kind)
     spy = PlanSpy()
     monkeypatch.setattr(ann_module, "one_plan", spy)
     knobs: dict[str, int] = {"nprobe": 8} if kind.startswith("ivf") else {}
@@ -79,7 +88,7 @@ def test_a_knob_equal_to_a_checked_int_is_still_refused(kind: str, name: str, go
     """``True == 1`` and ``4.0 == 4`` with the same hash: a kept plan or a remembered check of
     the int must not let the bool or float through (it was let through before: nprobe=True ran
     with nprobe 1)."""
-    index, queries = built(kind, seed=42)
+    index, queries = built(kind)
     index.search(queries[3], 10, **{name: good})
     index.search(queries[3:5], 10, **{name: good})  # the general path too
     for query in (queries[3], queries[3:5]):
@@ -95,27 +104,33 @@ def test_a_knob_equal_to_a_checked_int_is_still_refused(kind: str, name: str, go
 def test_the_index_own_knob_is_read_at_each_search(kind: str) -> None:
     """A plan is kept per knob value, so changing the faiss index's own efSearch / nprobe after a
     search changes the next one, as it does the general path's."""
-    index, queries = built(kind, seed=43)
+    index, queries = built(kind)
     query = queries[6]
     index.search(query, 10)  # a plan for the index's own knob
-    if kind == "hnsw":
-        index._index.hnsw.efSearch = 20
-        want = index.search(query, 10, ef_search=20)
-    else:
-        index._index.nprobe = 1
-        want = index.search(query, 10, nprobe=1)
-    assert_same(index.search(query, 10), want)
-    assert_same(index.search(query, 10), index.search(query[None, :], 10))
-    assert index.default_knobs() == (
-        {"ef_search": 20} if kind == "hnsw" else {"nprobe": 1, "refine_factor": 10}
-    )
+    owner, name = (index._index.hnsw, "efSearch") if kind == "hnsw" else (index._index, "nprobe")
+    knob, value = ("ef_search", 10) if kind == "hnsw" else ("nprobe", 1)
+    before = getattr(owner, name)
+    first = index.search(query, 10)
+    try:
+        setattr(owner, name, value)
+        want = index.search(query, 10, **{knob: value})
+        assert_same(index.search(query, 10), want)
+        assert_same(index.search(query, 10), index.search(query[None, :], 10))
+        assert index.default_knobs() == (
+            {knob: value} if kind == "hnsw" else {knob: value, "refine_factor": 10}
+        )
+    finally:
+        setattr(owner, name, before)
+    assert_same(index.search(query, 10), first)
+    if kind == "ivf_pq":  # one list of 8: other results, so a plan kept for 8 would have answered
+        assert first[0][1].tobytes() != want[0][1].tobytes()
 
 
 def test_a_result_is_not_overwritten_by_the_next_query() -> None:
     """faiss's arrays and IVF-PQ's heap are reused by the thread's next query: a result keeps
     its own copies (a view would change under the caller)."""
     for kind in ("ivf_pq", "ivf_flat", "hnsw"):
-        index, queries = built(kind, seed=44)
+        index, queries = built(kind)
         first = index.search(queries[4], 10)[0]
         kept = (first[0].copy(), first[1].copy())
         for query in queries[5:]:
@@ -124,7 +139,7 @@ def test_a_result_is_not_overwritten_by_the_next_query() -> None:
 
 
 def test_threads_do_not_share_their_arrays() -> None:
-    index, queries = built("ivf_pq", seed=45)
+    index, queries = built("ivf_pq")
     want = [index.search(query[None, :], 10)[0] for query in queries]  # the general path
     found: dict[int, list[Any]] = {}
 
