@@ -29,6 +29,11 @@ the time the process waited for a core (a batch's sums every thread's, spinning 
   hnsw / ivf_flat / ivf_pq (refine_factor 10) over the same faiss indexes, with each one's R@10
   against exact search (IVF-PQ: the same candidates, so the same recall). IVF: ``nlist`` =
   ``4 sqrt(n)`` (at most n / 39), trained on at most 50,000 rows; IVF-PQ 48 x 8-bit codes.
+  Each method starts from evicted caches (:func:`evict_caches`, then its warm-up): a wrapper
+  runs right after its raw reference on the same queries, and without the eviction it read the
+  lists, graph and codes that the reference had just brought into the cache (at 10k the whole
+  index fits in the 32 MB L3), which flattered HNSW and IVF-Flat most (docs/scale.md).
+  ``--no-evict`` measures as before.
 
 Built indexes are kept in ``$VIKING_EVAL_BENCH_CACHE`` (default ``~/.cache/viking_eval/bench_speed``),
 named by their settings (faiss's own file format, never pickled).
@@ -61,6 +66,11 @@ NPROBE, PQ_M, REFINE = 16, 48, 10
 #: IVF lists at most (4 sqrt(n) = 4,000 at 1M: k-means of that many takes long on 2 shared cores)
 MAX_NLIST = 2048
 WARMUP = 4
+#: what :func:`evict_caches` reads (twice the 32 MB L3 of the machine docs/scale.md names)
+EVICT_BYTES = 64 << 20
+_EVICT: np.ndarray | None = None
+#: the wrapper section evicts the caches before each method (``--no-evict``: it does not)
+EVICT = True
 _CHUNK = 100_000
 #: the clock every figure is read from (``--clock``): wall time, or the process's CPU time (every
 #: thread's; on a machine shared with other work it leaves out the time spent waiting for a core)
@@ -174,7 +184,22 @@ class one_thread:
         self._limits.unregister()
 
 
-def p50_ms(function: Callable[[np.ndarray], Any], queries: np.ndarray, n_timed: int) -> float:
+def evict_caches() -> None:
+    """Read :data:`EVICT_BYTES` of other data, so that what the previous method read is no longer
+    in the CPU's caches (the next method starts as cold as the one before it)."""
+    global _EVICT
+    if _EVICT is None:
+        _EVICT = np.ones(EVICT_BYTES // 4, dtype=np.float32)
+    float(np.add.reduce(_EVICT))
+
+
+def p50_ms(
+    function: Callable[[np.ndarray], Any], queries: np.ndarray, n_timed: int, *, evict: bool = False
+) -> float:
+    """The median time of ``n_timed`` one-query calls after :data:`WARMUP` warm-up calls; with
+    ``evict``, after :func:`evict_caches` (before the warm-up)."""
+    if evict:
+        evict_caches()
     for query in queries[:WARMUP]:
         function(query)
     times = []
@@ -258,7 +283,11 @@ def wrappers(data: Corpus, rounds: int, n_timed: int) -> tuple[dict[str, float],
     }
     with one_thread():
         found = interleaved(
-            {name: (lambda f=f: p50_ms(f, data.queries, n_timed)) for name, f in functions.items()}, rounds
+            {
+                name: (lambda f=f: p50_ms(f, data.queries, n_timed, evict=EVICT))
+                for name, f in functions.items()
+            },
+            rounds,
         )
         recall = {name: data.recall([_rows(f(q)) for q in data.queries]) for name, f in functions.items()}
     return found, recall
@@ -287,8 +316,15 @@ def main() -> None:
     parser.add_argument(
         "--clock", choices=("wall", "cpu"), default="wall", help="wall time or the process's CPU time"
     )
+    parser.add_argument(
+        "--no-evict",
+        action="store_true",
+        help="wrapper section: do not evict the caches before each method (the protocol before "
+        "2026-11-26, which let each wrapper read what its raw faiss reference had just cached)",
+    )
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, EVICT
+    EVICT = not args.no_evict
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     ann_sizes = None if args.ann_sizes is None else {int(size) for size in args.ann_sizes.split(",")}
     faiss = _faiss()
@@ -299,6 +335,7 @@ def main() -> None:
         "numpy": np.__version__,
         "faiss": faiss.__version__,
         "clock": args.clock,
+        "evict": EVICT,
         "load_start": os.getloadavg(),
         "sizes": {},
     }

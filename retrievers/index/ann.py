@@ -16,19 +16,19 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
 :meth:`FaissVectorIndex.search` keeps :meth:`ExactVectorIndex.search`'s contract:
 
 * **Scores and order.** faiss only chooses candidates: ``max(k, efSearch)`` from HNSW (its walk
-  keeps ``efSearch`` whatever k), ``2k`` from IVF-Flat and flat, ``refine_factor x k`` from
-  IVF-PQ (:data:`DEFAULT_REFINE_FACTOR` unless the search says otherwise). Those whose float32
-  score is within the exact index's rounding band of the k-th best are scored again exactly as
-  the exact index scores them (float32 products, numpy's pairwise sum per row: the same value in
-  any batch; the others cannot enter the top k), and the top ``k`` are returned by (score desc,
-  row asc), the whole batch at once (:func:`~retrievers.index.rescore.band_top`). HNSW gives its
-  best ``2k`` first (the same walk, the top of the same list); a query whose ``2k`` all lie within
-  the band asks again for ``max(k, efSearch)``: the same results. IVF-PQ's quantised distances
-  have no such bound: faiss's float32 dot products over the exact index's matrix pick the best
-  ``2k`` of its candidates (``IndexRefineFlat``'s step in C++, no copy: ``refined_top``), cut
-  as above; if all ``2k`` lie within the band, every candidate is. The codes only choose, so
-  recall follows how many it asks for more than ``nprobe`` (docs/scale.md). One unmasked query
-  takes these steps in fewer calls (:mod:`retrievers.index.ann_one`).
+  keeps ``efSearch`` whatever k), ``2k`` from IVF-Flat and flat, ``refine_factor x k`` from IVF-PQ
+  (:data:`DEFAULT_REFINE_FACTOR` unless the search says otherwise). Those whose float32 score is
+  within the exact index's rounding band of the k-th best are scored again exactly as the exact
+  index scores them (float32 products, numpy's pairwise sum per row: the same value in any batch;
+  the others cannot enter the top k), and the top ``k`` are returned by (score desc, row asc), the
+  whole batch at once (:func:`~retrievers.index.rescore.band_top`). HNSW gives its best ``2k``
+  first (the same walk, the top of the same list); a query whose ``2k`` all lie within the band
+  asks again for ``max(k, efSearch)``: the same results. IVF-PQ's quantised distances have no such
+  bound: faiss's float32 dot products over the exact index's matrix pick the best ``2k`` of its
+  candidates (``IndexRefineFlat``'s step in C++, no copy: ``refined_top``), cut as above; if all
+  ``2k`` lie within the band, every candidate is. The codes only choose, so recall follows how
+  many it asks for more than ``nprobe`` (docs/scale.md). One unmasked query takes these steps
+  with a plan kept per ``k`` and knobs (:mod:`retrievers.index.ann_one`).
 * **Batch == single, bit for bit.** HNSW walks each query on its own, so a batch goes to faiss
   at once. So does flat's, though faiss rounds a batch differently from one query: its ``2k``
   candidates only choose, and a query whose last candidate is still within the band of the
@@ -74,8 +74,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.ann_one import is_one_vector, one_query
+from retrievers.index.ann_one import OneQueryPlan, is_one_vector, one_plan, one_query, plain_knobs
 from retrievers.index.faiss_calls import (
+    candidate_counts,
     faiss_threads,
     optional_faiss,
     search_blocks,
@@ -105,6 +106,7 @@ __all__ = [
 Float32Array = npt.NDArray[np.float32]
 IndexArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+PlanKey = tuple[int, int | None, int | None, int | None]  # k, ef_search, nprobe, refine_factor
 
 #: the faiss kinds of ``store.vector_index.kind`` (``exact`` is ExactVectorIndex)
 ANN_KINDS = ("flat", "hnsw", "ivf_flat", "ivf_pq")
@@ -127,6 +129,7 @@ _CLASSES = {
 }
 #: the query-time knobs of each kind
 _KNOBS = {"hnsw": ("ef_search",), "ivf_flat": ("nprobe",), "ivf_pq": ("nprobe", "refine_factor")}
+_KNOB_NAMES = ("ef_search", "nprobe", "refine_factor")
 #: the kinds each knob applies to (for error messages)
 KNOB_KINDS = {"ef_search": "hnsw", "nprobe": "ivf_flat or ivf_pq", "refine_factor": "ivf_pq"}
 
@@ -173,7 +176,8 @@ class FaissVectorIndex:
         self.mmapped = False
         self.threads: int | None = None  #: faiss's OpenMP threads (None: the process's; omp_threads)
         self._parameter_cache: dict[tuple[int | None, int | None], Any] = {}
-        self._knobs_checked: set[tuple[int | None, int | None, int | None]] = {(None, None, None)}
+        self._plans: dict[PlanKey, OneQueryPlan] = {}  #: one unmasked query's plans (ann_one)
+        self._hnsw = index.hnsw if kind == "hnsw" else None  #: its efSearch (read each call)
         if int(index.ntotal) != exact.size or int(index.d) != exact.dim:
             raise ValueError(
                 f"faiss index holds {index.ntotal} vectors of dimension {index.d}; the embeddings are "
@@ -195,11 +199,8 @@ class FaissVectorIndex:
     def default_knobs(self) -> dict[str, int]:
         """The knob values a search uses when a retriever gives none (saved in the index, or
         :func:`code_default_knobs`)."""
-        if self.kind == "hnsw":
-            return {"ef_search": int(self._index.hnsw.efSearch)}
-        if self.kind in ("ivf_flat", "ivf_pq"):
-            return {"nprobe": int(self._index.nprobe), **code_default_knobs(self.kind)}
-        return {}
+        values = self._knob_values(None, None, None)
+        return {name: v for name, v in zip(_KNOB_NAMES, values, strict=True) if v is not None}
 
     def check_knobs(
         self, *, ef_search: int | None = None, nprobe: int | None = None, refine_factor: int | None = None
@@ -211,14 +212,10 @@ class FaissVectorIndex:
             if value is None:
                 continue
             if name not in self.knobs:
+                its = f"its knobs: {', '.join(self.knobs)}" if self.knobs else "it has no query-time knob"
                 raise ValueError(
                     f"{name}={value} applies to a store.vector_index.kind of {KNOB_KINDS[name]}; this "
-                    f"store's vector index is {self.kind}"
-                    + (
-                        f" (its knobs: {', '.join(self.knobs)})"
-                        if self.knobs
-                        else " (it has no query-time knob)"
-                    )
+                    f"store's vector index is {self.kind} ({its})"
                 )
             check_positive_int(value, name)
             if name == "nprobe" and self.nlist is not None and value > self.nlist:
@@ -257,22 +254,14 @@ class FaissVectorIndex:
         True; ``ef_search`` / ``nprobe`` / ``refine_factor`` override the index's defaults for this
         call (a knob of another kind is refused). One ``(scores float32, rows int64)`` pair per
         query, of length at most ``min(k, allowed rows)``."""
+        ef_search, nprobe, refine_factor = self._knob_values(ef_search, nprobe, refine_factor)
+        plain = plain_knobs(k, ef_search, nprobe, refine_factor)  # ints: a plan may be kept for them
+        if mask is None and plain and is_one_vector(queries, self.dim):  # the latency path
+            found = self._one_query(queries, (k, ef_search, nprobe, refine_factor))
+            if found is not None:
+                return [found]
         k = check_positive_int(k, "k")
-        knobs = (ef_search, nprobe, refine_factor)
-        if knobs not in self._knobs_checked:  # a knob sweep checks each value once
-            self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
-            if len(self._knobs_checked) < 256:
-                self._knobs_checked.add(knobs)
-        if mask is None and k < self.size and is_one_vector(queries, self.dim):  # the latency path
-            band = self.exact.one_band(queries)
-            faiss = _faiss()
-            if band is not None and isinstance(self._index, faiss.Index):
-                counts = self._counts(k, self.size, ef_search, refine_factor)
-                params = self._parameters(None, ef_search, nprobe)
-                vectors = self.exact.vectors
-                found = one_query(faiss, self._index, self.kind, vectors, queries, band, k, counts, params)
-                if found is not None:
-                    return [found]
+        self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
         query_matrix, bands = self.exact.checked_queries(queries)
         n_queries = query_matrix.shape[0]
         allowed = None if mask is None else check_mask(mask, self.size)
@@ -284,7 +273,7 @@ class FaissVectorIndex:
         if n_allowed <= k or (allowed is not None and n_allowed < EXACT_FRACTION * self.size):
             rows = np.arange(self.size, dtype=np.int64) if allowed is None else np.flatnonzero(allowed)
             return rescore(self.exact.vectors, query_matrix, [rows] * n_queries, length)
-        fetch, asked, complete = self._counts(k, n_allowed, ef_search, refine_factor)
+        fetch, asked, complete = candidate_counts(self.kind, k, n_allowed, ef_search, refine_factor)
         parameters = self._parameters(allowed, ef_search, nprobe)
         scores, labels = self._faiss_search(query_matrix, asked, parameters)
         vectors = self.exact.vectors
@@ -321,19 +310,33 @@ class FaissVectorIndex:
             results[i] = hits
         return results
 
-    def _counts(
-        self, k: int, n_allowed: int, ef_search: int | None, refine_factor: int | None
-    ) -> tuple[int, int, int]:
-        """(the candidates the contract asks for, those asked first: flat's and HNSW's best 2k,
-        those that leave no allowed row unseen: flat's contract is every row), module docstring."""
-        fetch = 2 * k
-        if self.kind == "hnsw":
-            fetch = max(k, ef_search if ef_search is not None else int(self._index.hnsw.efSearch))
-        elif self.kind == "ivf_pq":
-            fetch = (refine_factor if refine_factor is not None else DEFAULT_REFINE_FACTOR) * k
-        fetch = min(fetch, n_allowed)
-        asked = min(fetch, 2 * k) if self.kind in ("flat", "hnsw") else fetch
-        return fetch, asked, n_allowed if self.kind == "flat" else fetch
+    def _one_query(self, query: Float32Array, key: PlanKey) -> tuple[Float32Array, IndexArray] | None:
+        """The latency path (:mod:`~retrievers.index.ann_one`), its plan kept per ``key`` (k and
+        knobs; checked when it is made). None: the general path answers (k >= size, NaN, ties)."""
+        k, ef_search, nprobe, refine_factor = key
+        plan = self._plans.get(key)
+        if plan is None:
+            self.check_knobs(ef_search=ef_search, nprobe=nprobe, refine_factor=refine_factor)
+            if check_positive_int(k, "k") >= self.size or not isinstance(self._index, _faiss().Index):
+                return None
+            counts = candidate_counts(self.kind, k, self.size, ef_search, refine_factor)
+            plan = one_plan(self._index, self.kind, k, counts, self._parameters(None, ef_search, nprobe))
+            if len(self._plans) < 256:
+                self._plans[key] = plan
+        band = self.exact.one_band(query)  # None: NaN or infinite, refused by the general path
+        return None if band is None else one_query(_faiss(), plan, self.exact.vectors, query, band)
+
+    def _knob_values(
+        self, ef_search: int | None, nprobe: int | None, refine_factor: int | None
+    ) -> tuple[int | None, int | None, int | None]:
+        """This call's knobs, those of this kind not given filled in: the faiss index's efSearch
+        or nprobe (read each call) and IVF-PQ's :data:`DEFAULT_REFINE_FACTOR`."""
+        if self._hnsw is not None:
+            return int(self._hnsw.efSearch) if ef_search is None else ef_search, nprobe, refine_factor
+        if self.kind in ("ivf_flat", "ivf_pq") and nprobe is None:
+            nprobe = int(self._index.nprobe)
+        pq_default = self.kind == "ivf_pq" and refine_factor is None
+        return ef_search, nprobe, DEFAULT_REFINE_FACTOR if pq_default else refine_factor
 
     def _faiss_search(
         self, query_matrix: Float32Array, fetch: int, parameters: Any
@@ -353,17 +356,13 @@ class FaissVectorIndex:
         return max(1, min(available if self.threads is None else self.threads, n_queries))
 
     def _parameters(self, allowed: BoolArray | None, ef_search: int | None, nprobe: int | None) -> Any:
-        """faiss SearchParameters: the selector of allowed rows and this call's knob."""
-        if self.kind == "hnsw" and ef_search is None:
-            ef_search = int(self._index.hnsw.efSearch)
-        elif self.kind in ("ivf_flat", "ivf_pq") and nprobe is None:
-            nprobe = int(self._index.nprobe)
+        """faiss SearchParameters: the selector of allowed rows and this call's knob (given:
+        :meth:`_knob_values`)."""
         if allowed is None:
-            key = (ef_search, nprobe)
-            cached = self._parameter_cache.get(key)
+            cached = self._parameter_cache.get((ef_search, nprobe))
             if cached is None:
                 cached = search_parameters(_faiss(), self.kind, self.size, None, ef_search, nprobe)
-                self._parameter_cache[key] = cached
+                self._parameter_cache[(ef_search, nprobe)] = cached
             return cached
         return search_parameters(_faiss(), self.kind, self.size, allowed, ef_search, nprobe)
 

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "candidate_counts",
     "faiss_threads",
     "one_faiss_thread",
     "optional_faiss",
@@ -66,6 +67,23 @@ def optional_faiss() -> Any | None:
     except ImportError:  # pragma: no cover - faiss-cpu is a dependency
         return None
     return faiss
+
+
+def candidate_counts(
+    kind: str, k: int, n_allowed: int, ef_search: int | None, refine_factor: int | None
+) -> tuple[int, int, int]:
+    """(the candidates the contract asks faiss for, those asked first: flat's and HNSW's best
+    2k, those that leave no allowed row unseen: flat's contract is every row) of a search of
+    ``k`` among ``n_allowed`` rows (``retrievers.index.ann``'s module docstring). ``ef_search``
+    (HNSW) and ``refine_factor`` (IVF-PQ) are the call's, resolved by the caller."""
+    fetch = 2 * k
+    if kind == "hnsw" and ef_search is not None:
+        fetch = max(k, ef_search)
+    elif kind == "ivf_pq" and refine_factor is not None:
+        fetch = refine_factor * k
+    fetch = min(fetch, n_allowed)
+    asked = min(fetch, 2 * k) if kind in ("flat", "hnsw") else fetch
+    return fetch, asked, n_allowed if kind == "flat" else fetch
 
 
 def search_parameters(
