@@ -49,8 +49,9 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
-from retrievers.backends.changes import row_change, row_digests, store_key
+from retrievers.backends.changes import RowChange, row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
+from retrievers.store.row_digests import DigestArray
 from retrievers.text import tokenize
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ class QdrantBackend(SearchBackend):
         if action == "write":
             self._write(store)
         elif action == "change":
-            self._change(store, rewrite_sparse=pending is not None)
+            planned = None if pending is not None else self.planned_change(store, held, held_key, where)
+            self._change(store, rewrite_sparse=pending is not None, planned=planned)
         return action != "reuse"
 
     def _write(self, store: ContextStore) -> None:
@@ -180,7 +182,7 @@ class QdrantBackend(SearchBackend):
         store: ContextStore,
         rows: IntArray,
         terms: tuple[list[Counter[int]], np.ndarray, float],
-        digests: Sequence[bytes],
+        digests: DigestArray,
     ) -> None:
         """The store's ``rows`` as points: dense and sparse vectors, id and digest."""
         from qdrant_client import models
@@ -192,7 +194,7 @@ class QdrantBackend(SearchBackend):
                 vectors: dict[str, Any] = {"bm25": self._sparse_row(store, row, terms)}
                 if self.identity.dim:
                     vectors["emb"] = np.asarray(store.embeddings[row], dtype=np.float32).tolist()
-                payload = {"doc_id": store.doc_ids[row], "digest": digests[row].hex()}
+                payload = {"doc_id": store.doc_ids[row], "digest": digests[row].tobytes().hex()}
                 points.append(models.PointStruct(id=row, vector=vectors, payload=payload))
             self._call("writing points", "upsert", self.docs, points=points, wait=True)
 
@@ -209,7 +211,7 @@ class QdrantBackend(SearchBackend):
             wait=True,
         )
 
-    def _change(self, store: ContextStore, *, rewrite_sparse: bool) -> None:
+    def _change(self, store: ContextStore, *, rewrite_sparse: bool, planned: RowChange | None = None) -> None:
         """Only the rows that differ (:mod:`retrievers.backends.changes`). Qdrant has no
         transactions, so the change is first recorded as pending (the target's store key on the
         identity point): a process killed before the last step leaves it there, and the next
@@ -220,20 +222,7 @@ class QdrantBackend(SearchBackend):
         from qdrant_client import models
 
         digests = row_digests(store)
-        held_rows: list[int] = []
-        held_digests: list[bytes] = []
-        offset = None
-        while True:
-            points, offset = self._call(
-                "reading digests", "scroll", self.docs, limit=4096, offset=offset,
-                with_payload=["digest"], with_vectors=False,
-            )  # fmt: skip
-            for point in points:
-                held_rows.append(int(point.id))
-                held_digests.append(bytes.fromhex(point.payload["digest"]))
-            if offset is None:
-                break
-        change = row_change(held_rows, held_digests, digests)
+        change = planned if planned is not None else self._compared(digests)
         self.last_change = change
         terms = self._terms(store)
         found = self._call("reading the identity", "retrieve", self.meta, [0], with_payload=True)
@@ -258,6 +247,23 @@ class QdrantBackend(SearchBackend):
                 ]
                 self._call("rewriting sparse vectors", "update_vectors", self.docs, points=vectors, wait=True)
         self._record(store, terms[2])
+
+    def _compared(self, digests: DigestArray) -> RowChange:
+        """The change found by reading every held point's digest and comparing it with the store's."""
+        held_rows: list[int] = []
+        held_digests: list[bytes] = []
+        offset = None
+        while True:
+            points, offset = self._call(
+                "reading digests", "scroll", self.docs, limit=4096, offset=offset,
+                with_payload=["digest"], with_vectors=False,
+            )  # fmt: skip
+            for point in points:
+                held_rows.append(int(point.id))
+                held_digests.append(bytes.fromhex(point.payload["digest"]))
+            if offset is None:
+                break
+        return row_change(held_rows, held_digests, digests)
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         stopwords, stemmer = self._tokens
