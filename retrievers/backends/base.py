@@ -50,7 +50,7 @@ from retrievers.backends.changes import (
     rows_key,
 )
 from retrievers.index.vectors import Hits
-from retrievers.store.row_digests import compute_digests, row_digests
+from retrievers.store.row_digests import DIGEST_FILE, known_digests, mismatched_rows, row_digests, sample_rows
 
 if TYPE_CHECKING:
     from retrievers.backends.config import BackendConfig
@@ -71,7 +71,7 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 Float32Array = npt.NDArray[np.float32]
 
-#: kept rows whose digests a followed change hashes again from the store's rows (evenly spaced)
+#: rows whose known digests are hashed again from the rows before a store's identity is made from them
 SAMPLE = 64
 
 
@@ -146,6 +146,15 @@ def identity_of(store: ContextStore, content_key: str | None = None) -> StoreIde
 def _identity(store: ContextStore, content_key: str | None) -> StoreIdentity:
     """Scheme 2: the rows key hashed from the row digests (known for a store made by a change
     from one whose digests were known, or read with a store version: no pass over the rows)."""
+    known = known_digests(store)
+    if known is not None:  # not hashed from the rows now: a sample of them must agree
+        wrong = mismatched_rows(store, known, sample_rows(len(store), SAMPLE))
+        if wrong.size:
+            raise BackendError(
+                f"the store's row digests (merged by a change or read from its version folder's "
+                f"{DIGEST_FILE}) do not match its rows (row {int(wrong[0])} and {wrong.size - 1} more of "
+                f"{SAMPLE} sampled); refusing to serve it (without that file every row is hashed again)"
+            )
     corpus_key = rows_key(row_digests(store))
     dim = store.dim if store.has_vectors else 0
     if content_key is None:
@@ -340,18 +349,11 @@ class SearchBackend(ABC):
                 "open it with the store it holds, or drop it"
             )
         change = origin_change(origin, held.rows)
-        kept = np.flatnonzero(origin == np.arange(origin.size))
-        sample = (
-            kept[np.linspace(0, kept.size - 1, num=min(kept.size, SAMPLE)).astype(np.int64)]
-            if kept.size
-            else kept
-        )
-        checked = np.union1d(change.write, sample)
-        wrong = np.flatnonzero((compute_digests(store, checked) != digests[checked]).any(axis=1))
+        wrong = mismatched_rows(store, digests, change.write)  # (a sample of all rows: identity_of)
         if wrong.size:
             raise BackendError(
-                f"{where}: the store's row digests do not match its rows (row {int(checked[wrong[0]])} "
-                f"and {wrong.size - 1} more of {checked.size} checked); refusing to follow its change"
+                f"{where}: the store's row digests do not match its rows to write (row {int(wrong[0])} and "
+                f"{wrong.size - 1} more of {change.write.size}); refusing to follow its change"
             )
         return change
 

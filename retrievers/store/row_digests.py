@@ -33,8 +33,10 @@ __all__ = [
     "compute_digests",
     "known_digests",
     "load_digests",
+    "mismatched_rows",
     "remember_digests",
     "row_digests",
+    "sample_rows",
     "save_digests",
 ]
 
@@ -76,6 +78,21 @@ def compute_digests(store: Any, rows: npt.ArrayLike | None = None) -> DigestArra
             parts.append(vectors[row * width : (row + 1) * width])
         out[i] = np.frombuffer(hashlib.blake2b(b"".join(parts), digest_size=DIGEST_BYTES).digest(), np.uint8)
     return out
+
+
+def mismatched_rows(store: Any, digests: npt.ArrayLike, rows: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Those of ``rows`` whose digest in ``digests`` is not the one hashed from the row now."""
+    wanted = np.asarray(rows, dtype=np.int64)
+    given = np.asarray(digests, dtype=np.uint8)[wanted]
+    wrong: npt.NDArray[np.int64] = wanted[(compute_digests(store, wanted) != given).any(axis=1)]
+    return wrong
+
+
+def sample_rows(size: int, count: int) -> npt.NDArray[np.int64]:
+    """``count`` rows spread evenly over ``size`` rows (all of them when fewer), first and last included."""
+    if size <= count:
+        return np.arange(size, dtype=np.int64)
+    return np.unique(np.linspace(0, size - 1, num=count).astype(np.int64))
 
 
 def known_digests(store: Any) -> DigestArray | None:
