@@ -116,10 +116,14 @@ class StoreIdentity:
         """BackendError (one line) unless ``held`` (what ``where`` holds) is this identity."""
         if held is None or held == self:
             return
-        if held.corpus_key != self.corpus_key or held.rows != self.rows:
+        if held.rows != self.rows:
             what = f"another corpus ({held.rows} rows, corpus {held.corpus_key[:12]})"
-        elif held.dim != self.dim:
+        elif held.dim != self.dim:  # (scheme 2's corpus key covers the vectors: asked before it)
             what = f"vectors of another dimension ({held.dim}, this store's is {self.dim})"
+        elif held.embedder_name != self.embedder_name:
+            what = f"vectors of another embedder ({held.embedder_name!r}, this store's is {self.embedder_name!r})"
+        elif held.corpus_key != self.corpus_key:
+            what = f"another corpus ({held.rows} rows, corpus {held.corpus_key[:12]})"
         else:
             what = f"a stale store of this corpus (content key {held.content_key[:12]})"
         raise BackendError(
