@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from backend_cases import WORDS
 from test_backend_changes import EMBEDDER, assert_same_searches, base_store, new_doc, opened, place, server
 
 from retrievers.backends import BackendConfig, BackendError
 from retrievers.backends.base import legacy_identity
 from retrievers.store import ContextStore, StoreVersions
 from retrievers.store.row_digests import DIGEST_FILE, compute_digests, known_digests, remember_digests
+from retrievers.types import Document
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:platformdirs")
 
@@ -211,3 +213,51 @@ def test_a_first_scheme_identity_is_followed_or_refused(
     with pytest.raises(BackendError, match="holds another corpus") as error:
         opened(place("libsql", "o"), store.add([new_doc("d001", rng)], EMBEDDER))
     assert "\n" not in str(error.value)
+
+
+def test_qdrant_writes_only_the_changed_points_when_the_mean_length_moves(
+    place: Callable[[str, str], BackendConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qdrant's text index keeps the BM25 statistics: documents much longer than the stored ones
+    move the mean length, yet only the new points are written (no kept point rewritten), and the
+    keyword searches and scores equal a fresh write's. A collection without the keyword layout
+    mark (the sparse-vector layout written before) is written again, not followed."""
+    from qdrant_client import QdrantClient
+
+    from retrievers.backends.qdrant_backend import QdrantBackend
+
+    rng = np.random.default_rng(17)
+    store = base_store()
+    opened(place("qdrant", "s"), store).close()
+    longer = [
+        Document(id=f"e{i}", title="", text=" ".join(rng.choice(WORDS, 40)), metadata={"conversation": "c1"})
+        for i in range(3)
+    ]
+    changed = store.add(longer, EMBEDDER)
+    written: list[tuple[str, int]] = []
+    original = QdrantBackend._call
+
+    def spied(self: QdrantBackend, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        if method in ("upsert", "update_vectors") and args and args[0] == self.docs:
+            written.append((method, len(kwargs["points"])))
+        return original(self, what, method, *args, **kwargs)
+
+    monkeypatch.setattr(QdrantBackend, "_call", spied)
+    backend = opened(place("qdrant", "s"), changed)
+    assert written == [("upsert", 3)]
+    fresh = opened(place("qdrant", "fresh"), changed)
+    try:
+        assert_same_searches(backend, fresh, changed)
+    finally:
+        backend.close()
+        fresh.close()
+    client = QdrantClient(path=str(place("qdrant", "s").url))
+    client.overwrite_payload(
+        "viking_meta",
+        payload={k: v for k, v in client.retrieve("viking_meta", [0])[0].payload.items() if k != "keywords"},
+        points=[0],
+    )
+    client.close()
+    written.clear()
+    opened(place("qdrant", "s"), changed).close()
+    assert written == [("upsert", len(changed))]  # the whole collection written again
