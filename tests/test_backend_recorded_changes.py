@@ -261,3 +261,17 @@ def test_qdrant_writes_only_the_changed_points_when_the_mean_length_moves(
     written.clear()
     opened(place("qdrant", "s"), changed).close()
     assert written == [("upsert", len(changed))]  # the whole collection written again
+
+
+def test_qdrant_reads_back_exactly_the_terms_written() -> None:
+    """Terms written for Qdrant's text index come back from its word tokenizer (local mode's copy
+    of the server's: split on non-alphanumerics, lowercase) one token per term, and two distinct
+    terms never give the same token (a term spelled like another's encoding included)."""
+    from qdrant_client.local.payload_filters import unindexed_text_tokens
+
+    from retrievers.backends.qdrant_backend import encoded_terms
+
+    terms = ["cat", "x63", "c", "xray", "foo_bar", "café", "p53", "12", "İ", "ǅ", "straße", "x"]
+    tokens = unindexed_text_tokens(encoded_terms(terms))
+    assert len(tokens) == len(terms) and len(set(tokens)) == len(terms)
+    assert tokens[:3] == ["cat", "x783633", "c"]  # plain terms as themselves; "x63" encoded, not "c"'s twin

@@ -20,8 +20,8 @@ Keyword search: Qdrant's own BM25 over a text index (``TextQuery`` on the payloa
 ``terms``, indexed with ``scoring``): Qdrant keeps each point's length and the collection's
 statistics (points, mean length, document frequencies) itself, so a change writes only its own
 points, whatever the mean length does. The field holds the row's terms from the store's tokenizer
-(stopwords, stemmer), each written as ``x`` + its UTF-8 bytes in hex, so Qdrant's word tokenizer
-(split on non-alphanumerics, lowercase, nothing else) reads exactly those terms; k1 and b are the
+(stopwords, stemmer), written so that Qdrant's word tokenizer (split on non-alphanumerics,
+lowercase, nothing else) reads exactly those terms (:func:`encoded_terms`); k1 and b are the
 store's, sent with every query. Score: ``sum over distinct query terms of ln(1 + (N - n + 0.5) /
 (n + 0.5)) tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen))``, N and avglen over the points
 holding any term. Qdrant counts a query term once; a query repeating a term (as bm25s counts it
@@ -36,6 +36,7 @@ query tokenizes and scores every point in Python, so its cost grows with rows x 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,9 +77,16 @@ TERMS = "terms"
 KEYWORDS = "text-bm25"
 
 
+#: a term written as itself: ASCII lowercase letters and digits, not starting with ``x``
+_PLAIN = re.compile(r"[a-wyz0-9][a-z0-9]*")
+
+
 def encoded_terms(terms: Sequence[str]) -> str:
-    """Terms as the text Qdrant's word tokenizer splits back into exactly these terms."""
-    return " ".join("x" + term.encode("utf-8").hex() for term in terms)
+    """Terms as the text Qdrant's word tokenizer (split on non-alphanumerics, lowercase) splits
+    back into exactly these terms: a term of ASCII lowercase letters and digits not starting
+    with ``x`` as itself, any other as ``x`` + its UTF-8 bytes in hex (so two terms never meet
+    in one token: written terms start with ``x`` only when encoded)."""
+    return " ".join(term if _PLAIN.fullmatch(term) else "x" + term.encode("utf-8").hex() for term in terms)
 
 
 class QdrantBackend(SearchBackend):
