@@ -313,13 +313,17 @@ def test_postgres_refuses_a_change_made_meanwhile_by_another_process(
     backend.close()
 
 
-def test_the_corpus_key_is_the_json_of_every_row_hashed() -> None:
-    """identity_of reads the columns in blocks; its corpus key stays sha256 over
-    json.dumps([id, full_text], ensure_ascii=False) of every row, what backends hold."""
+def test_the_corpus_keys_of_both_identity_schemes() -> None:
+    """Scheme 1 (legacy_identity, what older backends hold) reads the columns in blocks and
+    stays sha256 over json.dumps([id, full_text], ensure_ascii=False) of every row; scheme 2
+    (identity_of) is sha256 of a tag, the row count and every row's blake2b digest of its
+    length-prefixed id, title and text (and vector), computed here by hand."""
     import hashlib
     import json
+    import struct
 
     from retrievers.backends import identity_of
+    from retrievers.backends.base import legacy_identity
 
     docs = [
         Document('a"1', 'tx \\ \n é \u2028 \x01 "q" end', "Tïtle "),
@@ -331,7 +335,15 @@ def test_the_corpus_key_is_the_json_of_every_row_hashed() -> None:
     digest = hashlib.sha256()
     for doc in store.documents:
         digest.update(json.dumps([doc.id, doc.full_text], ensure_ascii=False).encode())
-    assert identity_of(store).corpus_key == digest.hexdigest()
+    assert legacy_identity(store).corpus_key == digest.hexdigest()
+    assert legacy_identity(store).scheme == 1
+    rows = hashlib.sha256(b"viking_eval.backend.rows.v2\n" + struct.pack("<Q", len(store)))
+    for doc in store.documents:
+        parts = [doc.id.encode(), doc.title.encode(), doc.text.encode()]
+        row = struct.pack("<QQQ", *(len(part) for part in parts)) + b"".join(parts)
+        rows.update(hashlib.blake2b(row, digest_size=16).digest())
+    identity = identity_of(store)
+    assert identity.scheme == 2 and identity.corpus_key == rows.hexdigest()
 
 
 @pytest.mark.parametrize(

@@ -34,14 +34,23 @@ import json.encoder
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.backends.changes import RowChange, descends_from
+from retrievers.backends.changes import (
+    RecordMismatch,
+    RowChange,
+    descends_from,
+    origin_change,
+    recorded_path,
+    replay,
+    rows_key,
+)
 from retrievers.index.vectors import Hits
+from retrievers.store.row_digests import DIGEST_FILE, known_digests, mismatched_rows, row_digests, sample_rows
 
 if TYPE_CHECKING:
     from retrievers.backends.config import BackendConfig
@@ -54,12 +63,16 @@ __all__ = [
     "StoreIdentity",
     "empty_hit",
     "identity_of",
+    "legacy_identity",
     "ordered_hit",
     "rescored_hit",
 ]
 
 IntArray = npt.NDArray[np.int64]
 Float32Array = npt.NDArray[np.float32]
+
+#: rows whose known digests are hashed again from the rows before a store's identity is made from them
+SAMPLE = 64
 
 
 class BackendError(ValueError):
@@ -80,6 +93,11 @@ class StoreIdentity:
     rows: int
     dim: int
     embedder_name: str
+    #: how ``corpus_key`` (and ``content_key`` when the harness gives none) is hashed: 1, the
+    #: JSON of every row in one pass (identities written before scheme 2; their JSON has no
+    #: ``scheme``); 2, :func:`~retrievers.backends.changes.rows_key` of the row digests (ids,
+    #: texts and vectors), computable from a changed store's parts
+    scheme: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -88,14 +106,24 @@ class StoreIdentity:
     def from_json(cls, text: str) -> StoreIdentity:
         return cls(**json.loads(text))
 
+    def same_rows(self, other: StoreIdentity) -> bool:
+        """Whether ``other`` describes the same rows (all but the content key)."""
+        return (self.corpus_key, self.rows, self.dim, self.embedder_name, self.scheme) == (
+            other.corpus_key, other.rows, other.dim, other.embedder_name, other.scheme,
+        )  # fmt: skip
+
     def check_holds(self, held: StoreIdentity | None, where: str) -> None:
         """BackendError (one line) unless ``held`` (what ``where`` holds) is this identity."""
         if held is None or held == self:
             return
-        if held.corpus_key != self.corpus_key or held.rows != self.rows:
+        if held.rows != self.rows:
             what = f"another corpus ({held.rows} rows, corpus {held.corpus_key[:12]})"
-        elif held.dim != self.dim:
+        elif held.dim != self.dim:  # (scheme 2's corpus key covers the vectors: asked before it)
             what = f"vectors of another dimension ({held.dim}, this store's is {self.dim})"
+        elif held.embedder_name != self.embedder_name:
+            what = f"vectors of another embedder ({held.embedder_name!r}, this store's is {self.embedder_name!r})"
+        elif held.corpus_key != self.corpus_key:
+            what = f"another corpus ({held.rows} rows, corpus {held.corpus_key[:12]})"
         else:
             what = f"a stale store of this corpus (content key {held.content_key[:12]})"
         raise BackendError(
@@ -110,8 +138,9 @@ _IDENTITIES: weakref.WeakKeyDictionary[Any, dict[str | None, StoreIdentity]] = w
 
 
 def identity_of(store: ContextStore, content_key: str | None = None) -> StoreIdentity:
-    """The store's identity: ``content_key`` as given (the harness's store key), else a hash of
-    what the searches read (rows' ids and texts, embeddings, embedder, store settings)."""
+    """The store's identity (scheme 2): ``content_key`` as given (the harness's store key), else
+    a hash of what the searches read (the rows key: rows' ids, texts and embeddings; embedder,
+    store settings)."""
     known = _IDENTITIES.setdefault(store, {})
     if content_key not in known:
         known[content_key] = _identity(store, content_key)
@@ -119,8 +148,30 @@ def identity_of(store: ContextStore, content_key: str | None = None) -> StoreIde
 
 
 def _identity(store: ContextStore, content_key: str | None) -> StoreIdentity:
-    # json.dumps([id, full_text], ensure_ascii=False) of every row, in order, read from the
-    # columns (no metadata decoded) and hashed in blocks: the same bytes, so the same key
+    """Scheme 2: the rows key hashed from the row digests (known for a store made by a change
+    from one whose digests were known, or read with a store version: no pass over the rows)."""
+    known = known_digests(store)
+    if known is not None:  # not hashed from the rows now: a sample of them must agree
+        wrong = mismatched_rows(store, known, sample_rows(len(store), SAMPLE))
+        if wrong.size:
+            raise BackendError(
+                f"the store's row digests (merged by a change or read from its version folder's "
+                f"{DIGEST_FILE}) do not match its rows (row {int(wrong[0])} and {wrong.size - 1} more of "
+                f"{SAMPLE} sampled); refusing to serve it (without that file every row is hashed again)"
+            )
+    corpus_key = rows_key(row_digests(store))
+    dim = store.dim if store.has_vectors else 0
+    if content_key is None:
+        content = hashlib.sha256(b"viking_eval.backend.identity.v2\n" + corpus_key.encode())
+        content.update(json.dumps([store.embedder_name, store.config.to_dict()], sort_keys=True).encode())
+        content_key = content.hexdigest()
+    return StoreIdentity(content_key, corpus_key, len(store), dim, store.embedder_name, scheme=2)
+
+
+def legacy_identity(store: ContextStore, content_key: str | None = None) -> StoreIdentity:
+    """The identity of scheme 1 (what backends written before scheme 2 hold): ``corpus_key`` is
+    sha256 of ``json.dumps([id, full_text], ensure_ascii=False)`` of every row, in order."""
+    # read from the columns (no metadata decoded) and hashed in blocks: the same bytes, so the same key
     quote = json.encoder.encode_basestring  # what dumps quotes strings with (ensure_ascii=False)
     columns = store.documents
     corpus = hashlib.sha256()
@@ -257,6 +308,13 @@ class SearchBackend(ABC):
             descends_from(store, held_key) or (pending is not None and descends_from(store, pending))
         ):
             return "change"
+        if held.scheme != self.identity.scheme and pending is None:
+            # written before identities were hashed from row digests: this store's rows in the
+            # first scheme's hash are followed (every row compared), anything else is refused
+            legacy = legacy_identity(store)
+            if held.same_rows(legacy) and held.content_key in (legacy.content_key, self.identity.content_key):
+                return "change"
+            replace(legacy, content_key=self.identity.content_key).check_holds(held, where)
         if pending is not None:
             raise BackendError(
                 f"{where} holds an unfinished change from store {(held_key or '?')[:12]} to {pending[:12]}, "
@@ -265,6 +323,43 @@ class SearchBackend(ABC):
             )
         self.identity.check_holds(held, where)
         raise BackendError(f"{where} holds {held.content_key[:12]}, not this store")  # check_holds raised
+
+    def planned_change(
+        self, store: ContextStore, held: StoreIdentity | None, held_key: str | None, where: str
+    ) -> RowChange | None:
+        """The change from the held version to ``store`` as the store's history records it
+        (:func:`~retrievers.backends.changes.replay`), checked: the held version's digests
+        rebuilt from the records hash to the rows key ``held`` names, and the rows to write
+        and a sample of the kept rows, hashed again from ``store``'s rows, have the digests the
+        store gives. None when there is no such record (the caller compares every row);
+        :class:`BackendError` when a check fails."""
+        if held is None or held_key is None or held.scheme != self.identity.scheme:
+            return None
+        path = recorded_path(store, held_key)
+        if path is None:
+            return None
+        digests = row_digests(store)
+        refuse = (
+            f"{where} holds version {path[0].version} of this store (content key {held_key[:12]}), "
+            "and the store's record of its changes since"
+        )
+        try:
+            origin, rebuilt = replay(digests, *path)
+        except RecordMismatch as error:
+            raise BackendError(f"{refuse} does not fit its rows: {error}; refusing to follow it") from None
+        if rebuilt.shape[0] != held.rows or rows_key(rebuilt) != held.corpus_key:
+            raise BackendError(
+                f"{refuse} does not lead from the rows it holds (their digests differ); refusing to follow it: "
+                "open it with the store it holds, or drop it"
+            )
+        change = origin_change(origin, held.rows)
+        wrong = mismatched_rows(store, digests, change.write)  # (a sample of all rows: identity_of)
+        if wrong.size:
+            raise BackendError(
+                f"{where}: the store's row digests do not match its rows to write (row {int(wrong[0])} and "
+                f"{wrong.size - 1} more of {change.write.size}); refusing to follow its change"
+            )
+        return change
 
     @abstractmethod
     def write(self, store: ContextStore) -> bool:

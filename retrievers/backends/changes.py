@@ -2,9 +2,9 @@
 
 A backend records, next to the store's identity, the store's own content key (``store_key``:
 :attr:`retrievers.store.ContextStore.content_key`, the key its :attr:`~ContextStore.history`
-names) and a digest per row (of the row's id, text and vector). When it is opened with a store
-whose history names the key it holds (a later version made by ``add`` / ``delete`` /
-``update``), it compares its rows' digests with the store's, row by row:
+names) and a digest per row (of the row's id, text and vector:
+:mod:`retrievers.store.row_digests`). When it is opened with a store whose history names the key
+it holds (a later version made by ``add`` / ``delete`` / ``update``):
 
 * a row whose number, id, text and vector are unchanged stays as it is (not rewritten);
 * every other held row is dropped (a removed document, a replaced one, or a kept one whose
@@ -12,9 +12,16 @@ whose history names the key it holds (a later version made by ``add`` / ``delete
   sorted by id);
 * every row of the store not kept is written (with its keyword-index entry).
 
-The comparison reads what the database holds, not a change log, so it is correct whatever
-number of versions lie between the two, and after an interrupted change (Qdrant, which has no
-transactions: :mod:`retrievers.backends.qdrant_backend`).
+Which rows those are comes from the store's history when every version since the held one
+records its rows (:class:`retrievers.store.change_config.RowRecord`; :func:`replay`), without a
+pass over the rows or the database, and only after checks: the held version's digests, rebuilt
+from the store's digests and the recorded removed rows, must hash to the rows key the backend
+holds (its identity), the recorded added rows' digests must be the store's, and every row to be
+written (and a sample of the kept ones) is hashed again from the store's rows and must match.
+A mismatch is refused (:class:`RecordMismatch`), never trusted. Without such a record (stores
+saved before rows were recorded, a backend identity of the first scheme, an interrupted Qdrant
+change), the held digests are read from the database and compared with the store's, row by
+row (:func:`row_change`): correct whatever lies between the two versions.
 """
 
 from __future__ import annotations
@@ -28,15 +35,30 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.store.row_digests import DIGEST_BYTES, row_digests
+
 if TYPE_CHECKING:
-    from retrievers.store import ContextStore
+    from retrievers.store import ContextStore, StoreVersion
 
-__all__ = ["DIGEST_BYTES", "RowChange", "descends_from", "row_change", "row_digests", "store_key"]
-
-#: bytes of a row digest (blake2b)
-DIGEST_BYTES = 16
+__all__ = [
+    "DIGEST_BYTES",
+    "RecordMismatch",
+    "RowChange",
+    "descends_from",
+    "recorded_path",
+    "replay",
+    "row_change",
+    "row_digests",
+    "rows_key",
+    "store_key",
+]
 
 IntArray = npt.NDArray[np.int64]
+DigestArray = npt.NDArray[np.uint8]
+
+
+class RecordMismatch(ValueError):
+    """The store's recorded change does not fit its digests or the rows the backend holds."""
 
 
 def store_key(store: ContextStore) -> str:
@@ -49,30 +71,101 @@ def descends_from(store: ContextStore, key: str) -> bool:
     return key == store_key(store) or any(version.content_key == key for version in store.history)
 
 
-def row_digests(store: ContextStore) -> list[bytes]:
-    """Per row: blake2b of its id, title and text (each length-prefixed, read from the store's
-    columns as bytes) and its float32 vector's bytes."""
-    columns = store.documents
-    ids = columns.ids.array
-    title_at = np.asarray(columns.titles.offsets).tolist()
-    text_at = np.asarray(columns.texts.offsets).tolist()
-    titles: memoryview = np.ascontiguousarray(columns.titles.blob, dtype=np.uint8).data
-    bodies: memoryview = np.ascontiguousarray(columns.texts.blob, dtype=np.uint8).data
-    vectors: memoryview | None = None
-    width = store.dim * 4 if store.has_vectors else 0
-    if store.has_vectors:
-        vectors = np.ascontiguousarray(store.embeddings, dtype=np.float32).view(np.uint8).reshape(-1).data
-    digests = []
-    for row in range(len(store)):
-        doc_id = bytes(ids[row])
-        title = titles[title_at[row] : title_at[row + 1]]
-        body = bodies[text_at[row] : text_at[row + 1]]
-        parts: list[bytes | memoryview] = [struct.pack("<QQQ", len(doc_id), len(title), len(body)), doc_id]
-        parts += [title, body]
-        if vectors is not None:
-            parts.append(vectors[row * width : (row + 1) * width])
-        digests.append(hashlib.blake2b(b"".join(parts), digest_size=DIGEST_BYTES).digest())
-    return digests
+def rows_key(digests: DigestArray) -> str:
+    """sha256 of the row digests in row order (the identity's rows key, scheme 2)."""
+    array = np.ascontiguousarray(digests, dtype=np.uint8)
+    digest = hashlib.sha256(b"viking_eval.backend.rows.v2\n" + struct.pack("<Q", array.shape[0]))
+    digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def recorded_path(store: ContextStore, key: str) -> tuple[StoreVersion, tuple[StoreVersion, ...]] | None:
+    """The version of ``store``'s history named ``key`` (the last one so named) and the
+    versions after it, when each of those records its rows; else None."""
+    history = store.history
+    found = [number for number, version in enumerate(history) if version.content_key == key]
+    if not found:
+        return None
+    later = tuple(history[found[-1] + 1 :])
+    if any(version.rows is None for version in later):
+        return None
+    return history[found[-1]], later
+
+
+def _rows(values: tuple[int, ...], size: int, what: str) -> IntArray:
+    rows = np.asarray(values, dtype=np.int64)
+    if rows.size and (rows[0] < 0 or rows[-1] >= size or (np.diff(rows) <= 0).any()):
+        raise RecordMismatch(f"its {what} rows are not ascending rows below {size}")
+    return rows
+
+
+def _hex_digests(values: tuple[str, ...]) -> DigestArray:
+    try:
+        data = bytes.fromhex("".join(values))
+    except ValueError:
+        raise RecordMismatch("its digests are not hex") from None
+    if len(data) != len(values) * DIGEST_BYTES:
+        raise RecordMismatch(f"its digests are not {DIGEST_BYTES} bytes each")
+    return np.frombuffer(data, dtype=np.uint8).reshape(len(values), DIGEST_BYTES)
+
+
+def replay(
+    digests: DigestArray, base: StoreVersion, later: Sequence[StoreVersion]
+) -> tuple[IntArray, DigestArray]:
+    """Walk the recorded changes from version ``base`` to the store whose digests are
+    ``digests`` (``later``: the versions in between and the store's, each with rows):
+    ``origin[row]``, the row of ``base`` each row is an unchanged copy of (-1: added since),
+    and ``base``'s digests rebuilt (the kept rows' from ``digests``, the removed rows' from the
+    records). :class:`RecordMismatch` when a record does not fit (sizes, row ranges, the added
+    rows' digests against ``digests``)."""
+    current = np.asarray(digests, dtype=np.uint8)
+    masks: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]] = []
+    for version in reversed(later):
+        record = version.rows
+        if record is None:
+            raise RecordMismatch(f"version {version.version} records no rows")
+        size = current.shape[0]
+        if size != version.n_documents:
+            raise RecordMismatch(
+                f"version {version.version} has {version.n_documents} rows, the digests {size}"
+            )
+        added = _rows(record.added, size, f"version {version.version}'s added")
+        old_size = size - added.size + len(record.removed)
+        removed = _rows(record.removed, old_size, f"version {version.version}'s removed")
+        if not np.array_equal(current[added], _hex_digests(record.added_digests)):
+            raise RecordMismatch(
+                f"version {version.version}'s added rows do not have the digests it recorded"
+            )
+        keep_new = np.ones(size, dtype=np.bool_)
+        keep_new[added] = False
+        keep_old = np.ones(old_size, dtype=np.bool_)
+        keep_old[removed] = False
+        previous = np.empty((old_size, DIGEST_BYTES), dtype=np.uint8)
+        previous[keep_old] = current[keep_new]
+        previous[removed] = _hex_digests(record.removed_digests)
+        masks.append((keep_old, keep_new))
+        current = previous
+    if current.shape[0] != base.n_documents:
+        raise RecordMismatch(
+            f"version {base.version} has {base.n_documents} rows, the records rebuild {current.shape[0]}"
+        )
+    origin = np.arange(current.shape[0], dtype=np.int64)
+    for keep_old, keep_new in reversed(masks):
+        forward = np.full(keep_new.size, -1, dtype=np.int64)
+        forward[keep_new] = origin[keep_old]
+        origin = forward
+    return origin, current
+
+
+def origin_change(origin: IntArray, held_rows: int) -> RowChange:
+    """The change that keeps every row holding an unchanged copy of the same held row."""
+    kept = origin == np.arange(origin.size, dtype=np.int64)
+    kept_rows = np.flatnonzero(kept)
+    return RowChange(
+        drop=np.setdiff1d(np.arange(held_rows, dtype=np.int64), kept_rows).astype(np.int64),
+        write=np.flatnonzero(~kept).astype(np.int64),
+        kept=int(kept_rows.size),
+    )
 
 
 @dataclass(frozen=True)
@@ -88,22 +181,29 @@ class RowChange:
         return not self.drop.size and not self.write.size
 
 
-def row_change(
-    held_rows: Sequence[int], held_digests: Sequence[bytes], digests: Sequence[bytes]
-) -> RowChange:
+def row_change(held_rows: Sequence[int], held_digests: Sequence[bytes], digests: DigestArray) -> RowChange:
     """The change from held rows (``held_rows[i]`` holding ``held_digests[i]``) to rows whose
     digests are ``digests`` (row = index): rows equal in number and digest are kept."""
     size = len(digests)
+    rows = np.asarray(held_rows, dtype=np.int64).reshape(-1)
+    held = (
+        np.frombuffer(b"".join(bytes(digest) for digest in held_digests), dtype=np.uint8).reshape(
+            -1, DIGEST_BYTES
+        )
+        if len(held_digests)
+        else np.empty((0, DIGEST_BYTES), dtype=np.uint8)
+    )
+    inside = (rows >= 0) & (rows < size)
+    same = np.zeros(rows.size, dtype=np.bool_)
+    same[inside] = (held[inside] == np.asarray(digests)[rows[inside]]).all(axis=1)
+    _, first = np.unique(rows, return_index=True)
+    once = np.zeros(rows.size, dtype=np.bool_)
+    once[first] = True  # a row held twice is kept once
+    same &= once
     kept = np.zeros(size, dtype=np.bool_)
-    drop = []
-    for row, digest in zip(held_rows, held_digests, strict=True):
-        row = int(row)
-        if 0 <= row < size and not kept[row] and bytes(digest) == digests[row]:
-            kept[row] = True
-        else:
-            drop.append(row)
+    kept[rows[same]] = True
     return RowChange(
-        drop=np.asarray(sorted(drop), dtype=np.int64),
+        drop=np.sort(rows[~same]).astype(np.int64),
         write=np.flatnonzero(~kept).astype(np.int64),
         kept=int(kept.sum()),
     )

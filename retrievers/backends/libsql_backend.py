@@ -7,7 +7,8 @@ transaction: a file without them holds a write that did not finish, which the ne
 and redoes). A later version of the store (:mod:`retrievers.backends.changes`) changes only the
 rows that differ, their FTS5 entries (an external-content index forgets a row given the text it
 indexed) and the identity, in one transaction: a failure or a killed process leaves the
-previous version.
+previous version. Which rows differ comes from the store's recorded changes when it has them
+(checked against the held identity and the rows' digests), without reading the table.
 
 Vector search: ``exact`` scans with ``vector_distance_cos`` (float32), the scope as a ``WHERE
 row IN (json_each(...))`` filter (for L2-normalised rows the cosine order is the inner-product
@@ -38,8 +39,9 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
-from retrievers.backends.changes import row_change, row_digests, store_key
+from retrievers.backends.changes import RowChange, row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
+from retrievers.store.row_digests import DigestArray
 
 if TYPE_CHECKING:
     from retrievers.backends.config import BackendConfig
@@ -107,7 +109,7 @@ class LibsqlBackend(SearchBackend):
         if action == "write":
             self._write(store)
         elif action == "change":
-            self._change(store)
+            self._change(store, self.planned_change(store, held, held_key, where))
         if self.index == "vector_idx":
             self._run(
                 f"CREATE INDEX IF NOT EXISTS {self.vidx} ON {self.docs}(libsql_vector_idx(emb, 'metric=cosine'))"
@@ -134,7 +136,7 @@ class LibsqlBackend(SearchBackend):
         self._record(store)
         self.db.commit()  # one transaction: the identity is there only when everything is
 
-    def _insert(self, store: ContextStore, rows: IntArray, digests: Sequence[bytes]) -> None:
+    def _insert(self, store: ContextStore, rows: IntArray, digests: DigestArray) -> None:
         """Insert the store's ``rows`` (ascending) into the docs table (not the FTS index)."""
         dim = self.identity.dim
         columns = "row, doc_id, body, digest" + (", emb" if dim else "")
@@ -144,7 +146,8 @@ class LibsqlBackend(SearchBackend):
             block = rows[start : start + step].tolist()
             docs = [store.documents[row] for row in block]
             args: list[tuple[Any, ...]] = [
-                (row, doc.id, doc.full_text, digests[row]) for row, doc in zip(block, docs, strict=True)
+                (row, doc.id, doc.full_text, digests[row].tobytes())
+                for row, doc in zip(block, docs, strict=True)
             ]
             if dim:
                 vectors = np.ascontiguousarray(store.embeddings[block], dtype=np.float32)
@@ -158,12 +161,15 @@ class LibsqlBackend(SearchBackend):
             [self.identity.to_json(), store_key(store)],
         )
 
-    def _change(self, store: ContextStore) -> None:
-        """Only the rows that differ (:mod:`retrievers.backends.changes`), their FTS5 entries
-        with them, and the new identity: one transaction (rolled back on any failure)."""
+    def _change(self, store: ContextStore, planned: RowChange | None) -> None:
+        """Only the rows that differ (:mod:`retrievers.backends.changes`: ``planned`` from the
+        store's history, else every held row's digest compared), their FTS5 entries with them,
+        and the new identity: one transaction (rolled back on any failure)."""
         digests = row_digests(store)
-        held = self._run(f"SELECT row, digest FROM {self.docs}")
-        change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
+        change = planned
+        if change is None:
+            held = self._run(f"SELECT row, digest FROM {self.docs}")
+            change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
         self.last_change = change
         try:
             if change.drop.size:

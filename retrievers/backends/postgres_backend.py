@@ -5,8 +5,9 @@ Tables ``<backend_name>_docs(row int PRIMARY KEY, doc_id, body, digest, emb vect
 tsvector GENERATED from to_tsvector('english', body))`` with a GIN index on ``tsv``, and
 ``<backend_name>_meta`` holding the store's identity and store key; everything is written in one
 transaction, so a table set without its identity never exists. A later version of the store
-(:mod:`retrievers.backends.changes`) deletes and inserts only the rows that differ and replaces
-the identity in one transaction (the GIN and vector indexes follow the rows; an IVFFlat index
+(:mod:`retrievers.backends.changes`: from the store's recorded changes when it has them, checked
+against the held identity, else every row's digest compared) deletes and inserts only the rows
+that differ and replaces the identity in one transaction (the GIN and vector indexes follow the rows; an IVFFlat index
 keeps the lists it was built with).
 
 Vector search orders by ``emb <#> q`` (pgvector's negative inner product), the scope as ``WHERE
@@ -37,8 +38,9 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
-from retrievers.backends.changes import row_change, row_digests, store_key
+from retrievers.backends.changes import RowChange, row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
+from retrievers.store.row_digests import DigestArray
 
 if TYPE_CHECKING:
     from retrievers.backends.config import BackendConfig
@@ -103,11 +105,12 @@ class PostgresBackend(SearchBackend):
 
     def write(self, store: ContextStore) -> bool:
         held, held_key = self._held()
-        action = self.decide(store, held, held_key, f"postgres {self._shown} (table {self.docs})")
+        where = f"postgres {self._shown} (table {self.docs})"
+        action = self.decide(store, held, held_key, where)
         if action == "write":
             self._write(store)
         elif action == "change":
-            self._change(store, held)
+            self._change(store, held, self.planned_change(store, held, held_key, where))
         self._index()
         return action != "reuse"
 
@@ -127,7 +130,7 @@ class PostgresBackend(SearchBackend):
             self._record(store)
         self._run(f"ANALYZE {self.docs}")
 
-    def _copy(self, store: ContextStore, rows: IntArray, digests: Sequence[bytes]) -> None:
+    def _copy(self, store: ContextStore, rows: IntArray, digests: DigestArray) -> None:
         """The store's ``rows`` (ascending) into the docs table, by binary COPY."""
         dim = self.identity.dim
         columns = "row, doc_id, body, digest" + (", emb" if dim else "")
@@ -139,7 +142,7 @@ class PostgresBackend(SearchBackend):
                 vectors = np.asarray(store.embeddings[block], dtype=np.float32) if dim else None
                 for i, row in enumerate(block):
                     doc = store.documents[row]
-                    values: list[Any] = [row, doc.id, doc.full_text, digests[row]]
+                    values: list[Any] = [row, doc.id, doc.full_text, digests[row].tobytes()]
                     if vectors is not None:
                         values.append(vectors[i])
                     copy.write_row(values)
@@ -152,7 +155,9 @@ class PostgresBackend(SearchBackend):
             [self.identity.to_json(), store_key(store)],
         )
 
-    def _change(self, store: ContextStore, held_identity: StoreIdentity | None) -> None:
+    def _change(
+        self, store: ContextStore, held_identity: StoreIdentity | None, planned: RowChange | None = None
+    ) -> None:
         """Only the rows that differ (:mod:`retrievers.backends.changes`) and the new identity,
         in one transaction: the GIN and vector indexes follow the rows; a failure rolls it all
         back. The identity row is locked first, so two processes changing the same tables one
@@ -165,8 +170,10 @@ class PostgresBackend(SearchBackend):
                     f"postgres {self._shown} (table {self.docs}) was changed by another process while "
                     "this one opened it; open it again"
                 )
-            held = self._run(f"SELECT row, digest FROM {self.docs}")
-            change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
+            change = planned  # from the store's recorded changes, checked against held_identity
+            if change is None:
+                held = self._run(f"SELECT row, digest FROM {self.docs}")
+                change = row_change([row for row, _ in held], [digest for _, digest in held], digests)
             self.last_change = change
             if change.drop.size:
                 self._run(

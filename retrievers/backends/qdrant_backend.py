@@ -1,36 +1,42 @@
 """Qdrant: local mode (a folder, in-process, no server) or any Qdrant server or cluster by URL
 (``http(s)://...``; an API key from ``QDRANT_API_KEY``).
 
-Collection ``<backend_name>_docs``: one point per row (point id = row, payload ``doc_id`` and
-the row's digest) with a dense vector ``emb`` (dot product: the store's rows are L2-normalised)
-and a sparse vector ``bm25``; collection ``<backend_name>_meta`` holds the store's identity, store
-key and mean document length, written after every point (a docs collection without it is a
-write that did not finish: dropped and redone). A later version of the store
-(:mod:`retrievers.backends.changes`, :meth:`QdrantBackend._change`) marks the change pending,
-deletes and writes the rows that differ, rewrites every kept point's sparse vector when the mean
-length moved, and writes the new identity last.
+Collection ``<backend_name>_docs``: one point per row (point id = row, payload ``doc_id``, the
+row's digest and its BM25 terms) with a dense vector ``emb`` (dot product: the store's rows are
+L2-normalised); collection ``<backend_name>_meta`` holds the store's identity, store key and the
+keyword layout (:data:`KEYWORDS`), written after every point (a docs collection without it is a
+write that did not finish: dropped and redone; one of another layout is written again). A later
+version of the store (:mod:`retrievers.backends.changes`, :meth:`QdrantBackend._change`) marks
+the change pending, deletes and writes only the rows that differ, and writes the new identity
+last.
 
 Vector search: ``exact`` asks for an exact scan (``SearchParams(exact=True)``), ``hnsw`` searches
 the HNSW graph (``m``, ``ef_construction``) with ``ef_search`` as ``hnsw_ef``; the scope is a
 ``HasIdCondition`` filter, applied inside the search; each returned row is scored from its
 returned vector (``rescored_hit``). (Local mode scans every point whatever the
-index: HNSW is a server's.) Keyword search: BM25 as sparse vectors: a document's entry for a term
-is its BM25 term-frequency part ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen))`` (the store's
-k1, b and tokenizer: stopwords, stemmer), a query's is the term's count in the query (a repeated
-word counts again, as bm25s sums over query tokens), and the collection's
-``Modifier.IDF`` multiplies each term by Qdrant's ``ln(1 + (N - n + 0.5) / (n + 0.5))``. Term
-ids are the CRC-32 of the term (no vocabulary to store; a collision merges two terms).
+index: HNSW is a server's.)
+
+Keyword search: Qdrant's own BM25 over a text index (``TextQuery`` on the payload field
+``terms``, indexed with ``scoring``): Qdrant keeps each point's length and the collection's
+statistics (points, mean length, document frequencies) itself, so a change writes only its own
+points, whatever the mean length does. The field holds the row's terms from the store's tokenizer
+(stopwords, stemmer), written so that Qdrant's word tokenizer (split on non-alphanumerics,
+lowercase, nothing else) reads exactly those terms (:func:`encoded_terms`); k1 and b are the
+store's, sent with every query. Score: ``sum over distinct query terms of ln(1 + (N - n + 0.5) /
+(n + 0.5)) tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen))``, N and avglen over the points
+holding any term. Qdrant counts a query term once; a query repeating a term (as bm25s counts it
+again) is asked in layers, the terms appearing at least j times in layer j, and the layers'
+scores summed per point (all matching points fetched: exact).
 
 A batch of queries goes in ``query_batch_points`` requests of :data:`BATCH` queries (one round
-trip per request to a server), no payload fetched. Local mode has no sparse index: each keyword
-query scores every point in Python (a merge of the query's term ids with each point's), so its
-cost grows with rows x terms per row, whatever the request holds.
+trip per request to a server), no payload fetched. Local mode has no text index: each keyword
+query tokenizes and scores every point in Python, so its cost grows with rows x terms per row.
 """
 
 from __future__ import annotations
 
 import os
-import zlib
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,24 +55,38 @@ from retrievers.backends.base import (
     ordered_hit,
     rescored_hit,
 )
-from retrievers.backends.changes import row_change, row_digests, store_key
+from retrievers.backends.changes import RowChange, row_change, row_digests, store_key
 from retrievers.index.vectors import Hits
+from retrievers.store.row_digests import DigestArray
 from retrievers.text import tokenize
 
 if TYPE_CHECKING:
     from retrievers.backends.config import BackendConfig
     from retrievers.store import ContextStore
 
-__all__ = ["QdrantBackend", "sparse_terms"]
+__all__ = ["KEYWORDS", "QdrantBackend", "encoded_terms"]
 
 API_KEY_ENV = "QDRANT_API_KEY"
 #: queries per ``query_batch_points`` request (a batch of 384-d dense queries is ~2 MB of JSON)
 BATCH = 256
 
 
-def sparse_terms(terms: Sequence[str]) -> Counter[int]:
-    """Term counts keyed by the term's id (CRC-32)."""
-    return Counter(zlib.crc32(term.encode("utf-8")) for term in terms)
+#: the payload field holding a row's BM25 terms (Qdrant's text index with BM25 scoring)
+TERMS = "terms"
+#: the keyword layout the identity point records (collections of another are written again)
+KEYWORDS = "text-bm25"
+
+
+#: a term written as itself: ASCII lowercase letters and digits, not starting with ``x``
+_PLAIN = re.compile(r"[a-wyz0-9][a-z0-9]*")
+
+
+def encoded_terms(terms: Sequence[str]) -> str:
+    """Terms as the text Qdrant's word tokenizer (split on non-alphanumerics, lowercase) splits
+    back into exactly these terms: a term of ASCII lowercase letters and digits not starting
+    with ``x`` as itself, any other as ``x`` + its UTF-8 bytes in hex (so two terms never meet
+    in one token: written terms start with ``x`` only when encoded)."""
+    return " ".join(term if _PLAIN.fullmatch(term) else "x" + term.encode("utf-8").hex() for term in terms)
 
 
 class QdrantBackend(SearchBackend):
@@ -84,6 +104,7 @@ class QdrantBackend(SearchBackend):
         self.location = location
         self.docs, self.meta = f"{config.backend_name}_docs", f"{config.backend_name}_meta"
         self._tokens: tuple[str | None, str | None] = (None, None)
+        self._bm25 = (1.5, 0.75)  # (k1, b): the store's, set by write()
         #: local mode scans every point (search parameters have no effect there)
         self.embedded = not location.startswith(("http://", "https://"))
         try:
@@ -104,27 +125,32 @@ class QdrantBackend(SearchBackend):
             text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BackendLost(f"store.backend=qdrant ({self.location}): {what} failed: {text}") from None
 
-    def _held(self) -> tuple[StoreIdentity | None, str | None, str | None]:
-        """The identity, store key and pending change's target key the folder holds (all None:
-        nothing, or a write that did not finish)."""
+    def _held(self) -> tuple[StoreIdentity | None, str | None, str | None, str | None]:
+        """The identity, store key, pending change's target key and keyword layout the folder
+        holds (all None: nothing, or a write that did not finish)."""
         if not self._call("checking", "collection_exists", self.meta):
-            return None, None, None
+            return None, None, None, None
         points = self._call("reading the identity", "retrieve", self.meta, [0], with_payload=True)
         if not points:
-            return None, None, None
+            return None, None, None, None
         payload = points[0].payload
-        return StoreIdentity.from_json(payload["identity"]), payload.get("store_key"), payload.get("pending")
+        identity = StoreIdentity.from_json(payload["identity"])
+        return identity, payload.get("store_key"), payload.get("pending"), payload.get("keywords")
 
     def write(self, store: ContextStore) -> bool:
         bm25 = store.config.bm25
         self._tokens = (bm25.stopwords, bm25.stemmer)
-        held, held_key, pending = self._held()
+        self._bm25 = (bm25.k1, bm25.b)
+        held, held_key, pending, keywords = self._held()
         where = f"qdrant {self.location} (collection {self.docs})"
         action = self.decide(store, held, held_key, where, pending=pending)
+        if action != "write" and keywords != KEYWORDS:
+            action = "write"  # this store (or one it comes from) in an older keyword layout: written again
         if action == "write":
             self._write(store)
         elif action == "change":
-            self._change(store, rewrite_sparse=pending is not None)
+            planned = None if pending is not None else self.planned_change(store, held, held_key, where)
+            self._change(store, planned)
         return action != "reuse"
 
     def _write(self, store: ContextStore) -> None:
@@ -140,67 +166,52 @@ class QdrantBackend(SearchBackend):
             "create_collection",
             self.docs,
             vectors_config=dense,
-            sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
             hnsw_config=models.HnswConfigDiff(
                 m=self.config.backend_m, ef_construct=self.config.backend_ef_construction
             ),
         )
-        terms = self._terms(store)
-        self._upsert(store, np.arange(len(store), dtype=np.int64), terms, row_digests(store))
+        self._call(
+            "creating the text index", "create_payload_index", self.docs, field_name=TERMS,
+            field_schema=models.TextIndexParams(
+                type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True, scoring=True
+            ),
+            wait=True,
+        )  # fmt: skip
+        self._upsert(store, np.arange(len(store), dtype=np.int64), row_digests(store))
         self._call(
             "creating the identity",
             "create_collection",
             self.meta,
             vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT),
         )
-        self._record(store, terms[2])
+        self._record(store)
 
-    def _terms(self, store: ContextStore) -> tuple[list[Counter[int]], np.ndarray, float]:
-        """Every row's term counts (by term id), lengths, and the mean length."""
-        counts = [sparse_terms(terms) for terms in self._tokenize([doc.full_text for doc in store.documents])]
-        lengths = np.asarray([sum(count.values()) for count in counts], dtype=np.float64)
-        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
-        return counts, lengths, average
-
-    def _sparse_row(
-        self, store: ContextStore, row: int, terms: tuple[list[Counter[int]], np.ndarray, float]
-    ) -> Any:
-        """Row ``row``'s BM25 sparse vector: the tf part of each of its terms (module doc)."""
-        from qdrant_client import models
-
-        counts, lengths, average = terms
-        k1, b = store.config.bm25.k1, store.config.bm25.b
-        norm = k1 * (1.0 - b + b * lengths[row] / average)
-        ids = sorted(counts[row])
-        values = [counts[row][i] * (k1 + 1.0) / (counts[row][i] + norm) for i in ids]
-        return models.SparseVector(indices=ids, values=values)
-
-    def _upsert(
-        self,
-        store: ContextStore,
-        rows: IntArray,
-        terms: tuple[list[Counter[int]], np.ndarray, float],
-        digests: Sequence[bytes],
-    ) -> None:
-        """The store's ``rows`` as points: dense and sparse vectors, id and digest."""
+    def _upsert(self, store: ContextStore, rows: IntArray, digests: DigestArray) -> None:
+        """The store's ``rows`` as points: dense vector, id, digest and BM25 terms."""
         from qdrant_client import models
 
         step = 512
         for start in range(0, len(rows), step):
+            block = rows[start : start + step].tolist()
+            terms = self._tokenize([store.documents[row].full_text for row in block])
             points = []
-            for row in rows[start : start + step].tolist():
-                vectors: dict[str, Any] = {"bm25": self._sparse_row(store, row, terms)}
+            for row, row_terms in zip(block, terms, strict=True):
+                vectors: dict[str, Any] = {}
                 if self.identity.dim:
                     vectors["emb"] = np.asarray(store.embeddings[row], dtype=np.float32).tolist()
-                payload = {"doc_id": store.doc_ids[row], "digest": digests[row].hex()}
+                payload = {
+                    "doc_id": store.doc_ids[row],
+                    "digest": digests[row].tobytes().hex(),
+                    TERMS: encoded_terms(row_terms),
+                }
                 points.append(models.PointStruct(id=row, vector=vectors, payload=payload))
             self._call("writing points", "upsert", self.docs, points=points, wait=True)
 
-    def _record(self, store: ContextStore, average: float) -> None:
+    def _record(self, store: ContextStore) -> None:
         """The identity, written last: one point, replaced whole (no change left pending)."""
         from qdrant_client import models
 
-        payload = {"identity": self.identity.to_json(), "store_key": store_key(store), "average": average}
+        payload = {"identity": self.identity.to_json(), "store_key": store_key(store), "keywords": KEYWORDS}
         self._call(
             "writing the identity",
             "upsert",
@@ -209,17 +220,33 @@ class QdrantBackend(SearchBackend):
             wait=True,
         )
 
-    def _change(self, store: ContextStore, *, rewrite_sparse: bool) -> None:
-        """Only the rows that differ (:mod:`retrievers.backends.changes`). Qdrant has no
-        transactions, so the change is first recorded as pending (the target's store key on the
-        identity point): a process killed before the last step leaves it there, and the next
-        open finishes the change (with this store or a later one) or brings the rows back (with
-        the store it came from), comparing digests again; it never serves the mix. The kept
-        rows' sparse vectors are rewritten when the mean length moved (every BM25 entry's length
-        part depends on it), as always after an interrupted change."""
+    def _change(self, store: ContextStore, planned: RowChange | None = None) -> None:
+        """Only the rows that differ (:mod:`retrievers.backends.changes`: ``planned`` from the
+        store's history, else every held point's digest compared). Qdrant has no transactions,
+        so the change is first recorded as pending (the target's store key on the identity
+        point): a process killed before the last step leaves it there, and the next open
+        finishes the change (with this store or a later one) or brings the rows back (with the
+        store it came from), comparing digests again; it never serves the mix. Kept points are
+        not touched: Qdrant's text index keeps the BM25 statistics (module doc)."""
         from qdrant_client import models
 
         digests = row_digests(store)
+        change = planned if planned is not None else self._compared(digests)
+        self.last_change = change
+        self._call(
+            "marking the change", "set_payload", self.meta, payload={"pending": store_key(store)},
+            points=[0], wait=True,
+        )  # fmt: skip
+        if change.drop.size:
+            self._call(
+                "deleting points", "delete", self.docs,
+                points_selector=models.PointIdsList(points=change.drop.tolist()), wait=True,
+            )  # fmt: skip
+        self._upsert(store, change.write, digests)
+        self._record(store)
+
+    def _compared(self, digests: DigestArray) -> RowChange:
+        """The change found by reading every held point's digest and comparing it with the store's."""
         held_rows: list[int] = []
         held_digests: list[bytes] = []
         offset = None
@@ -233,31 +260,7 @@ class QdrantBackend(SearchBackend):
                 held_digests.append(bytes.fromhex(point.payload["digest"]))
             if offset is None:
                 break
-        change = row_change(held_rows, held_digests, digests)
-        self.last_change = change
-        terms = self._terms(store)
-        found = self._call("reading the identity", "retrieve", self.meta, [0], with_payload=True)
-        held_average = found[0].payload.get("average") if found else None
-        self._call(
-            "marking the change", "set_payload", self.meta, payload={"pending": store_key(store)},
-            points=[0], wait=True,
-        )  # fmt: skip
-        if change.drop.size:
-            self._call(
-                "deleting points", "delete", self.docs,
-                points_selector=models.PointIdsList(points=change.drop.tolist()), wait=True,
-            )  # fmt: skip
-        self._upsert(store, change.write, terms, digests)
-        if rewrite_sparse or held_average != terms[2]:
-            written = set(change.write.tolist())
-            kept = [row for row in range(len(store)) if row not in written]
-            for start in range(0, len(kept), 512):
-                vectors = [
-                    models.PointVectors(id=row, vector={"bm25": self._sparse_row(store, row, terms)})
-                    for row in kept[start : start + 512]
-                ]
-                self._call("rewriting sparse vectors", "update_vectors", self.docs, points=vectors, wait=True)
-        self._record(store, terms[2])
+        return row_change(held_rows, held_digests, digests)
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         stopwords, stemmer = self._tokens
@@ -340,45 +343,58 @@ class QdrantBackend(SearchBackend):
             found[number] = points
         return found
 
-    def _sparse(self, text: str) -> Any:
+    def _layers(self, text: str) -> list[str]:
+        """The query's terms as Qdrant text queries: layer j holds the terms the query has at
+        least j times (one layer unless a term repeats)."""
+        counts = Counter(self._tokenize([text])[0])
+        depth = max(counts.values(), default=0)
+        return [encoded_terms(sorted(t for t in counts if counts[t] >= j)) for j in range(1, depth + 1)]
+
+    def _text_request(self, text: str, limit: int, query_filter: Any) -> Any:
         from qdrant_client import models
 
-        counts = sparse_terms(self._tokenize([text])[0])
-        ids = sorted(counts)
-        return models.SparseVector(indices=ids, values=[float(counts[i]) for i in ids]) if ids else None
+        k1, b = self._bm25
+        scoring = models.Bm25Scoring(bm25=models.Bm25Params(k=k1, b=b))
+        return models.QueryRequest(
+            query=models.TextQuery(text=models.TextQueryInput(query=text, scoring=scoring)),
+            using=TERMS, filter=query_filter, limit=limit, with_payload=False,
+        )  # fmt: skip
+
+    def _summed(self, layered: Sequence[Sequence[str]], query_filter: Any) -> list[dict[int, float]]:
+        """Per query (its layers): every matching point's score summed over the layers (float64,
+        then float32); all layers of all queries asked in :data:`BATCH`-request batches."""
+        requests = [
+            self._text_request(text, self.identity.rows, query_filter)
+            for layers in layered
+            for text in layers
+        ]
+        found = iter(self._batched("keyword search", requests))
+        results: list[dict[int, float]] = []
+        for layers in layered:
+            sums: dict[int, float] = {}
+            for points in (next(found) for _ in layers):
+                for point in points:
+                    sums[int(point.id)] = sums.get(int(point.id), 0.0) + float(point.score)
+            results.append({row: float(np.float32(score)) for row, score in sums.items()})
+        return results
 
     def keyword_search(self, queries: Sequence[str], k: int, rows: IntArray | None) -> Hits:
-        from qdrant_client import models
-
         query_filter = self._filter(rows)
-        vectors = [self._sparse(text) for text in queries]
-        asked = [i for i, vector in enumerate(vectors) if vector is not None]
-        requests = [
-            models.QueryRequest(
-                query=vectors[i], using="bm25", filter=query_filter, limit=k + 1, with_payload=False
-            )
-            for i in asked
-        ]
+        layers = [self._layers(text) for text in queries]
+        single = [i for i, layer in enumerate(layers) if len(layer) == 1]
+        requests = [self._text_request(layers[i][0], k + 1, query_filter) for i in single]
         results: Hits = [empty_hit() for _ in queries]
-        for i, points in zip(asked, self._top("keyword search", k, requests), strict=True):
+        for i, points in zip(single, self._top("keyword search", k, requests), strict=True):
             results[i] = ordered_hit([(point.id, point.score) for point in points], k)
+        repeated = [i for i, layer in enumerate(layers) if len(layer) > 1]
+        for i, sums in zip(repeated, self._summed([layers[i] for i in repeated], query_filter), strict=True):
+            results[i] = ordered_hit(list(sums.items()), k)
         return results
 
     def keyword_scores(self, query: str) -> Float32Array:
         scores = np.zeros(self.identity.rows, dtype=np.float32)
-        vector = self._sparse(query)
-        if vector is not None:
-            found = self._call(
-                "keyword scores",
-                "query_points",
-                self.docs,
-                query=vector,
-                using="bm25",
-                limit=self.identity.rows,
-                with_payload=False,
-            )
-            for point in found.points:
-                scores[int(point.id)] = point.score
+        for row, score in self._summed([self._layers(query)], None)[0].items():
+            scores[row] = score
         return scores
 
     def close(self) -> None:

@@ -5,13 +5,14 @@
 * ``tree.py`` — :class:`~retrievers.store.tree.ContextTree`; ``hierarchy_config.py`` — its
   :class:`HierarchyConfig`; ``tree_uris.py``, ``tree_nodes.py`` — its URIs and node columns.
 * ``changes.py`` — add/delete/update (new store versions; ``row_plan.py``, ``change_config.py``);
-  ``versions.py`` — :class:`StoreVersions`, versions on disk published atomically.
+  ``versions.py`` — :class:`StoreVersions`, versions on disk published atomically;
+  ``row_digests.py`` — a digest per row, the parts a backend's identity is hashed from.
 * ``edges.py`` — :class:`~retrievers.store.edges.EdgeSet`; ``edge_config.py`` — its :class:`EdgeConfig`.
 
 Building lives in :mod:`retrievers.builders`; loading a store imports none of it.
 """
 
-from retrievers.store.change_config import ChangeSettings, StoreVersion
+from retrievers.store.change_config import ChangeSettings, RowRecord, StoreVersion
 from retrievers.store.config import BM25Config, ChunkingConfig, StoreConfig
 from retrievers.store.context_store import STORE_FORMAT, ContextStore
 from retrievers.store.edge_config import EdgeConfig
@@ -30,6 +31,7 @@ __all__ = [
     "EdgeConfig",
     "EdgeSet",
     "HierarchyConfig",
+    "RowRecord",
     "StoreConfig",
     "StoreVersion",
     "StoreVersions",

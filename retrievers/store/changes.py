@@ -37,8 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.index import ExactVectorIndex
-from retrievers.store.change_config import ChangeSettings, StoreVersion
-from retrievers.store.row_plan import merge_columns, plan_rows
+from retrievers.store.change_config import ChangeSettings, RowRecord, StoreVersion
+from retrievers.store.row_digests import compute_digests, known_digests, remember_digests
+from retrievers.store.row_plan import RowPlan, merge_columns, plan_rows
 from retrievers.timeparse.document_times import DocumentTimes
 from retrievers.types import Document, Embedder
 
@@ -146,6 +147,23 @@ def _times(old: DocumentTimes, plan: Any, added: list[Document], config: Any) ->
     return DocumentTimes(epoch, report)
 
 
+def _row_record(old: ContextStore, new: ContextStore, plan: RowPlan) -> RowRecord:
+    """The rows the change removed and added, with their digests (hashed now: only those rows);
+    the new store's digests when the old store's are known (kept ones merged with the added)."""
+    removed = np.flatnonzero(~plan.keep).astype(np.int64)
+    old_digests = known_digests(old)
+    removed_digests = compute_digests(old, removed) if old_digests is None else old_digests[removed]
+    added_digests = compute_digests(new, plan.new_rows)
+    if old_digests is not None:
+        remember_digests(new, plan.merge(old_digests, added_digests))
+    return RowRecord(
+        removed=tuple(removed.tolist()),
+        removed_digests=tuple(bytes(digest).hex() for digest in removed_digests),
+        added=tuple(plan.new_rows.tolist()),
+        added_digests=tuple(bytes(digest).hex() for digest in added_digests),
+    )
+
+
 def apply_change(
     store: ContextStore,
     *,
@@ -250,6 +268,8 @@ def apply_change(
         )
         lap("edges")
     result = changed.with_parts(tree=tree, edges=edges)
+    rows = _row_record(store, result, plan)
+    lap("row_digests")
     n_added, n_deleted, n_updated = counts
     history = store.history or (StoreVersion(1, store.content_key, len(store)),)
     result.history = (
@@ -261,6 +281,7 @@ def apply_change(
             added=n_added,
             deleted=n_deleted,
             updated=n_updated,
+            rows=rows,
         ),
     )
     lap("content_key")

@@ -355,7 +355,7 @@ class ContextStore:
             "dim": self.dim if self.has_vectors else None,
             "config": self.config.to_dict(),
             "build_seconds": self.build_seconds,
-            "history": [version.to_dict() for version in self.history],
+            "history": [version.to_dict(with_rows=True) for version in self.history],
         }
         parts: list[tuple[str, Any, Any]] = [
             ("documents", self.documents, self.documents.save),

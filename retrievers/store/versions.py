@@ -4,7 +4,8 @@ Layout of a versions folder::
 
     root/
       CURRENT            {"version": 3, "folder": "v000003", "content_key": "..."}
-      v000001/           a complete saved ContextStore (store.json holds its history)
+      v000001/           a complete saved ContextStore (store.json holds its history, with the
+                         rows each change touched) and row_digests.npy (its rows' digests)
       v000002/
       v000003/
 
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from retrievers.store.change_config import ChangeSettings, StoreVersion
 from retrievers.store.context_store import ContextStore
+from retrievers.store.row_digests import load_digests, save_digests
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -108,6 +110,7 @@ class StoreVersions:
         store = ContextStore.load(folder, mmap=mmap)
         if not store.history or store.history[-1].version != number:
             raise ValueError(f"{folder}: its store.json does not record version {number}")
+        load_digests(store, folder)
         return store
 
     def history(self) -> tuple[StoreVersion, ...]:
@@ -135,6 +138,7 @@ class StoreVersions:
             if leftover.exists():
                 shutil.rmtree(leftover)
         store.save(partial)
+        save_digests(store, partial)  # the backend identity's parts (retrievers/store/row_digests.py)
         _flush_tree(partial)
         os.rename(partial, final)
         temporary = self.root / f".{POINTER}.tmp"
