@@ -1,6 +1,7 @@
 """The study's checks before any trial runs, shared by the sweeper (OptunaSweeperImpl.sweep) and
 the CLI's pre-flight (viking_eval/cli.py): the search space parses, every swept key is in the
-config, every objective names one of the run's retrievers, the sampler_kwargs fit the sampler.
+config, every objective names one of the run's retrievers, the sampler_kwargs fit the sampler;
+as_list and plain_dict read the sweeper's list and mapping settings.
 A problem is a SweeperConfigError naming the setting at fault (its ``key``).
 
 check_study takes the sweeper through the StudySettings protocol (what it reads of
@@ -11,7 +12,7 @@ leading "_" so that Hydra's plugin scan leaves it alone (see _errors.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
@@ -94,3 +95,30 @@ def check_objective_retrievers(config: DictConfig, objectives: Sequence[str]) ->
                 f"write <retriever>.<metric> with a retriever among {names}",
                 key="hydra.sweeper.objective",
             )
+
+
+def as_list(value: Any, name: str) -> list[str]:
+    """``hydra.sweeper.<name>``: a string or a non-empty list of strings, as a list."""
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple) and value and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise SweeperConfigError(
+        f"hydra.sweeper.{name} must be a string or a non-empty list of strings, got {value!r}",
+        key=f"hydra.sweeper.{name}",
+    )
+
+
+def plain_dict(value: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """``hydra.sweeper.<name>`` (a mapping by the config schema, VikingOptunaSweeperConf) as a
+    plain dict, a DictConfig resolved; None: empty."""
+    plain = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
+    if not plain:
+        return {}
+    if not isinstance(plain, Mapping):
+        raise SweeperConfigError(
+            f"hydra.sweeper.{name} must be a mapping, got {value!r}", key=f"hydra.sweeper.{name}"
+        )
+    return {str(key): item for key, item in plain.items()}

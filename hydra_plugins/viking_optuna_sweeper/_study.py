@@ -46,7 +46,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.viking_optuna_sweeper._checks import check_study
+from hydra_plugins.viking_optuna_sweeper._checks import as_list, check_study, plain_dict
 from hydra_plugins.viking_optuna_sweeper._errors import JobExitError, SweeperConfigError
 from hydra_plugins.viking_optuna_sweeper._grid import grid_sampler, unvisited_grid_points
 from hydra_plugins.viking_optuna_sweeper._objectives import objective_values
@@ -92,32 +92,6 @@ class FailOnExit:
             raise JobExitError(f"the job exited with status {exit_.code!r}") from None
 
 
-def _as_list(value: Any, name: str) -> list[str]:
-    if OmegaConf.is_config(value):
-        value = OmegaConf.to_container(value, resolve=True)
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list | tuple) and value and all(isinstance(item, str) for item in value):
-        return list(value)
-    raise SweeperConfigError(
-        f"hydra.sweeper.{name} must be a string or a non-empty list of strings, got {value!r}",
-        key=f"hydra.sweeper.{name}",
-    )
-
-
-def _plain_dict(value: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """``hydra.sweeper.<name>`` (a mapping by the config schema, VikingOptunaSweeperConf) as a
-    plain dict, a DictConfig resolved; None: empty."""
-    plain = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
-    if not plain:
-        return {}
-    if not isinstance(plain, Mapping):
-        raise SweeperConfigError(
-            f"hydra.sweeper.{name} must be a mapping, got {value!r}", key=f"hydra.sweeper.{name}"
-        )
-    return {str(key): item for key, item in plain.items()}
-
-
 class OptunaSweeperImpl(Sweeper):
     """Does the work of sweeper.VikingOptunaSweeper (same arguments as VikingOptunaSweeperConf)."""
 
@@ -145,8 +119,8 @@ class OptunaSweeperImpl(Sweeper):
                 "<retriever>.<metric> (e.g. bm25.nDCG@10), or a list of them",
                 key="hydra.sweeper.objective",
             )
-        self.objectives = _as_list(objective, "objective")
-        directions = _as_list(direction, "direction")
+        self.objectives = as_list(objective, "objective")
+        directions = as_list(direction, "direction")
         if len(directions) != len(self.objectives):
             raise SweeperConfigError(
                 f"hydra.sweeper.direction has {len(directions)} entries {directions} for "
@@ -173,7 +147,7 @@ class OptunaSweeperImpl(Sweeper):
             )
         self.sampler_name = sampler
         self.seed = seed
-        self.sampler_kwargs = _plain_dict(sampler_kwargs, "sampler_kwargs")
+        self.sampler_kwargs = plain_dict(sampler_kwargs, "sampler_kwargs")
         for name, number in (("n_trials", n_trials), ("n_jobs", n_jobs)):
             if isinstance(number, bool) or not isinstance(number, int) or number < 1:
                 raise SweeperConfigError(
@@ -192,7 +166,7 @@ class OptunaSweeperImpl(Sweeper):
         self.storage = storage
         self.study_name = study_name
         self.load_if_exists = load_if_exists
-        self.params = _plain_dict(params, "params")
+        self.params = plain_dict(params, "params")
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
         self.launcher: Launcher | None = None
@@ -204,12 +178,10 @@ class OptunaSweeperImpl(Sweeper):
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=FailOnExit(task_function), config=config
         )
-        from viking_eval.config.compose import JobComposer
+        from viking_eval.config.compose import JobComposer  # trials composed once per shape
 
-        # a trial's config composes before it runs: in full once per shape of its overrides,
-        # the other trials by setting their values on a copy (Hydra's own check composes each)
         self._composer = JobComposer(
-            compose=lambda overrides: hydra_context.config_loader.load_sweep_config(config, overrides)
+            compose=lambda lines: hydra_context.config_loader.load_sweep_config(config, lines)
         )
 
     def _config(self) -> DictConfig:
