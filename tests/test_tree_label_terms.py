@@ -4,6 +4,9 @@ chunking, and the same tree as when the sums are taken from scikit-learn's matri
 
 from __future__ import annotations
 
+import itertools
+from urllib.parse import quote
+
 import numpy as np
 import pytest
 from test_tree_kmeans import FAISS, corpus, digest
@@ -12,6 +15,7 @@ from retrievers.builders import kmeans_tree, label_terms
 from retrievers.builders.kmeans_tree import _merge_terms, faiss_kmeans_nodes
 from retrievers.builders.label_terms import LabelTerms
 from retrievers.store.hierarchy_config import HierarchyConfig
+from retrievers.store.tree_uris import _SAFE_SEGMENT, uri_segment
 from retrievers.text import LABEL_PATTERN, fit_tfidf
 
 MIXED = [
@@ -120,3 +124,14 @@ def test_the_tree_equals_the_one_built_from_sklearns_matrix(
     monkeypatch.setattr(LabelTerms, "count", _SklearnTerms)
     monkeypatch.setattr(kmeans_tree, "DENSE_MERGE", 0)  # and every merge sorted
     assert digest(*faiss_kmeans_nodes(documents, vectors, config)) == counted
+
+
+def test_uri_segment_fast_path_equals_quote() -> None:
+    """Segments quote keeps as they are skip it (the faiss tree's leaves: a million ids); every
+    character up to U+2FFF and every pair of ASCII characters gives quote's result."""
+    for code in range(1, 0x3000):
+        text = chr(code)
+        assert uri_segment(text) == quote(text, safe=_SAFE_SEGMENT), repr(text)
+    for a, b in itertools.product([chr(c) for c in range(1, 128)], repeat=2):
+        assert uri_segment(a + b) == quote(a + b, safe=_SAFE_SEGMENT), repr(a + b)
+    assert uri_segment("d0001234") == "d0001234" and uri_segment("a b/c") == "a%20b%2Fc"
