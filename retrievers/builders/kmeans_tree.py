@@ -13,7 +13,10 @@ three changes that make a million documents cheap:
   set in float64.
 * **Directory texts** are summed bottom-up: a directory's TF-IDF term weights and vector sum are
   its children's added up (a leaf directory's from its documents), so each document's row is read
-  once for the terms instead of once per level. The central documents are found against the
+  once for the terms instead of once per level (the weights are :func:`~retrievers.text.fit_tfidf`'s,
+  counted without scikit-learn: :class:`~retrievers.builders.label_terms.LabelTerms`; children's
+  sums covering an eighth of the vocabulary are added in a dense array, the same sums bit for
+  bit). The central documents are found against the
   normalised vector sum, scanning the members in blocks (similarities in float32, compared at
   1e-6, ties to the lower position, as in the numpy builder).
 * **Centroid directory vectors** are the normalised vector sums above, handed to
