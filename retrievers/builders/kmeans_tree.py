@@ -13,7 +13,10 @@ three changes that make a million documents cheap:
   set in float64.
 * **Directory texts** are summed bottom-up: a directory's TF-IDF term weights and vector sum are
   its children's added up (a leaf directory's from its documents), so each document's row is read
-  once for the terms instead of once per level. The central documents are found against the
+  once for the terms instead of once per level (the weights are :func:`~retrievers.text.fit_tfidf`'s,
+  counted without scikit-learn: :class:`~retrievers.builders.label_terms.LabelTerms`; children's
+  sums covering an eighth of the vocabulary are added in a dense array, the same sums bit for
+  bit). The central documents are found against the
   normalised vector sum, scanning the members in blocks (similarities in float32, compared at
   1e-6, ties to the lower position, as in the numpy builder).
 * **Centroid directory vectors** are the normalised vector sums above, handed to
@@ -34,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.builders.tree_texts import Extractor, leaf_nodes, snippet
+from retrievers.builders.label_terms import LabelTerms
+from retrievers.builders.tree_texts import leaf_nodes, snippet
 from retrievers.index.faiss_calls import one_faiss_thread
 from retrievers.params import is_int
 from retrievers.store.hierarchy_config import HierarchyConfig
@@ -49,6 +53,8 @@ IntArray = npt.NDArray[np.int64]
 
 #: rows scored at once when members are assigned to centres or ranked by centrality
 BLOCK = 65_536
+#: children's term sums are added in a dense array when they hold at least 1/DENSE_MERGE of the terms
+DENSE_MERGE = 8
 
 
 def faiss_spherical_kmeans(
@@ -104,7 +110,22 @@ class _Sums:
     weights: FloatVector
 
 
-def _merge_terms(parts: Sequence[tuple[IntArray, FloatVector]]) -> tuple[IntArray, FloatVector]:
+def _merge_terms(
+    parts: Sequence[tuple[IntArray, FloatVector]], n_terms: int, *, unique_parts: bool = False
+) -> tuple[IntArray, FloatVector]:
+    """The sums of the weights of each term over ``parts`` (sorted terms), added in the parts'
+    order. ``unique_parts``: no term repeats within a part, so when the parts are large against
+    the vocabulary they are added into one dense array (the same additions in the same order as
+    the sort, the same sums bit for bit)."""
+    total = sum(part[0].size for part in parts)
+    if unique_parts and total * DENSE_MERGE >= n_terms:
+        summed = np.zeros(n_terms, dtype=np.float64)
+        present = np.zeros(n_terms, dtype=bool)
+        for terms, weights in parts:
+            summed[terms] += weights
+            present[terms] = True
+        unique = np.flatnonzero(present)
+        return unique.astype(np.int64), summed[unique]
     terms = np.concatenate([part[0] for part in parts])
     weights = np.concatenate([part[1] for part in parts])
     unique, inverse = np.unique(terms, return_inverse=True)
@@ -117,24 +138,27 @@ class _SummedTexts:
     :class:`~retrievers.builders.tree_texts.Extractor`, computed bottom-up)."""
 
     def __init__(self, documents: Sequence[Document], matrix: FloatMatrix, config: HierarchyConfig) -> None:
-        self.extractor = Extractor(documents, matrix, config)
         self.documents = documents
         self.matrix = matrix
         self.config = config
+        self.labels: LabelTerms | None = None
+        if max(config.abstract_terms, config.overview_terms if config.overview else 0) > 0:
+            labels = LabelTerms.count(doc.full_text for doc in documents)
+            self.labels = labels if labels.terms else None  # no term anywhere: snippets only
 
     def leaf_sums(self, members: IntArray) -> _Sums:
         vector = np.asarray(self.matrix[members], dtype=np.float64).sum(axis=0)
-        tfidf = self.extractor.matrix
-        if tfidf is None:
+        if self.labels is None:
             return _Sums(vector, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
-        block = tfidf[members]
-        terms, weights = _merge_terms([(block.indices.astype(np.int64), block.data.astype(np.float64))])
+        terms, weights = _merge_terms([self.labels.rows(members)], len(self.labels.terms))
         return _Sums(vector, terms, weights)
 
-    @staticmethod
-    def merged(parts: Sequence[_Sums]) -> _Sums:
+    def merged(self, parts: Sequence[_Sums]) -> _Sums:
         vector = np.sum([part.vector for part in parts], axis=0)
-        terms, weights = _merge_terms([(part.terms, part.weights) for part in parts])
+        n_terms = len(self.labels.terms) if self.labels is not None else 0
+        terms, weights = _merge_terms(
+            [(part.terms, part.weights) for part in parts], n_terms, unique_parts=True
+        )
         return _Sums(vector, terms, weights)
 
     def central(self, members: IntArray, sums: _Sums, count: int) -> list[int]:
@@ -160,14 +184,14 @@ class _SummedTexts:
         return [int(members[i]) for i in order]
 
     def top_terms(self, sums: _Sums, count: int) -> list[str]:
-        if count <= 0 or sums.terms.size == 0:
+        if count <= 0 or sums.terms.size == 0 or self.labels is None:
             return []
         positive = np.flatnonzero(sums.weights > 0)
         if positive.size > 4 * count:  # only the best few can be chosen: sort those alone
             best = np.argpartition(-sums.weights[positive], count - 1)[:count]
             positive = positive[sums.weights[positive] >= sums.weights[positive[best]].min()]
         order = positive[np.lexsort((sums.terms[positive], -sums.weights[positive]))][:count]
-        return [self.extractor.terms[int(sums.terms[i])] for i in order]
+        return [self.labels.terms[int(sums.terms[i])] for i in order]
 
     def text(self, members: IntArray, sums: _Sums, snippets: int, terms: int) -> str:
         parts: list[str] = []

@@ -4,6 +4,7 @@ used)."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 __all__ = ["CONTEXT_ROOTS", "CONTEXT_TYPES", "TreeError", "context_type_of", "uri_segment"]
@@ -19,6 +20,9 @@ CONTEXT_TYPES: tuple[str, ...] = ("memory", "resource", "skill")
 
 # Characters kept unescaped in a URI path segment (RFC 3986 pchar minus "/").
 _SAFE_SEGMENT = "-_.~:@!$&'()*+,;="
+# A segment made only of characters ``quote`` keeps (ASCII letters and digits, "_.-~" and the
+# safe ones above) is returned as it is: the common case, without quote's encode and decode.
+_KEPT_AS_IS = re.compile(r"[A-Za-z0-9_.\-~:@!$&'()*+,;=]+")
 
 
 class TreeError(ValueError):
@@ -38,4 +42,6 @@ def uri_segment(value: object) -> str:
     text = str(value)
     if not text:
         raise TreeError("a URI path segment cannot be empty")
+    if _KEPT_AS_IS.fullmatch(text):
+        return text
     return quote(text, safe=_SAFE_SEGMENT)

@@ -1,0 +1,88 @@
+"""The context tree's build alone (``build_tree``) on the growth benchmark's synthetic data.
+
+CPU seconds of the process (not only wall time: the machine is shared), wall seconds, the peak
+anonymous memory above the start (:class:`memory.PeakMemory`) and a digest of the tree (its
+nodes and directory vectors), so two builders or two versions of one can be compared::
+
+    python benchmarks/tree_build.py --n 100000 --kmeans faiss
+    python benchmarks/tree_build.py --n 100000 --kmeans faiss --profile 25   # cProfile, top 25
+
+Data as in :mod:`growth` (token documents, clustered 384-d vectors, ``n / 1000`` centres) and
+the growth table's tree (branching 8, leaves of 32, centroid directory vectors, no overviews).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import io
+import json
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from growth import TREE, SyntheticEmbedder, _clusters
+from memory import PeakMemory
+from synthetic import clustered_vectors, token_documents
+
+
+def tree_digest(tree: Any) -> str:
+    h = hashlib.sha256()
+    for column in ("abstract", "content"):
+        for text in tree.text_column(column):
+            h.update(text.encode() + b"\0")
+    h.update("\0".join(tree.uris).encode())
+    h.update(np.ascontiguousarray(tree.record_vectors).tobytes())
+    return h.hexdigest()[:16]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--kmeans", choices=("numpy", "faiss"), default="faiss")
+    parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N functions")
+    args = parser.parse_args()
+    from retrievers.builders.hierarchy import build_tree
+    from retrievers.store.hierarchy_config import HierarchyConfig
+
+    documents = list(token_documents(0, args.n))
+    vectors = clustered_vectors(0, args.n, n_clusters=_clusters(args.n))
+    config = HierarchyConfig.from_dict(
+        {**TREE, **({"kmeans": args.kmeans} if args.kmeans != "numpy" else {})}
+    )
+    profiler = cProfile.Profile() if args.profile else None
+    with PeakMemory() as peak:
+        cpu, wall = time.process_time(), time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        tree = build_tree(documents, vectors, SyntheticEmbedder(args.n), config)
+        if profiler is not None:
+            profiler.disable()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    result = {
+        "n": args.n,
+        "kmeans": args.kmeans,
+        "cpu_s": round(cpu, 2),
+        "wall_s": round(wall, 2),
+        "peak_anon_mb": round(peak.anon, 1),
+        "directories": int(tree.n_directories),
+        "digest": tree_digest(tree),
+        "load": os.getloadavg()[0],
+    }
+    print(json.dumps(result))
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile)
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
