@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,6 +44,7 @@ __all__ = [
     "fit_tfidf",
     "stem",
     "stopword_set",
+    "tfidf_rows",
     "tfidf_vectorizer",
     "tokenize",
     "words",
@@ -253,6 +254,48 @@ def fit_tfidf(
     )
     matrix = vectorizer.fit_transform(list(texts)).tocsr()
     return vectorizer, matrix
+
+
+def tfidf_rows(texts: Sequence[str], vocabulary: Mapping[str, int], idf: np.ndarray) -> Any:
+    """The rows :func:`fit_tfidf`'s fitted vectorizer gives ``texts`` (``vectorizer.transform``),
+    equal bit for bit, without importing scikit-learn (1.2 s a process): a scipy CSR matrix of
+    ``len(texts)`` rows over ``vocabulary`` in ``idf``'s dtype.
+
+    The same steps in the same order: lowercase, :data:`WORD_PATTERN`, each known term counted
+    (stop words are never in a fitted vocabulary, so skipping unknown words drops them), a row's
+    columns ascending; then ``1 + ln tf``, times idf, and each row divided by its L2 norm, whose
+    squares (in the rows' dtype) are summed one after the other in float64 as scikit-learn's
+    ``inplace_csr_row_normalize_l2`` does (numpy's pairwise sums would round otherwise)."""
+    from scipy.sparse import csr_matrix
+
+    columns: list[int] = []
+    counts: list[int] = []
+    ends = [0]
+    for text in texts:
+        counter: dict[int, int] = {}
+        for word in _WORD_RE.findall(text.lower()):
+            column = vocabulary.get(word)
+            if column is not None:
+                counter[column] = counter.get(column, 0) + 1
+        for column in sorted(counter):
+            columns.append(column)
+            counts.append(counter[column])
+        ends.append(len(columns))
+    dtype = idf.dtype
+    indices = np.asarray(columns, dtype=np.int32)
+    data = np.asarray(counts, dtype=dtype)
+    np.log(data, data)
+    data += 1.0
+    data *= idf[indices]
+    squares = (data * data).astype(np.float64)
+    for start, end in itertools.pairwise(ends):
+        if end > start:
+            total = float(np.cumsum(squares[start:end])[-1])
+            if total != 0.0:
+                data[start:end] = data[start:end].astype(np.float64) / np.sqrt(total)
+    return csr_matrix(
+        (data, indices, np.asarray(ends, dtype=np.int32)), shape=(len(ends) - 1, len(idf)), copy=False
+    )
 
 
 def tfidf_vectorizer(

@@ -15,7 +15,7 @@ import numpy as np
 from retrievers.embedders.base import EncodeKind, FloatMatrix, check_kind, check_texts, unit_rows
 from retrievers.embedders.models import FINGERPRINT_LEN
 from retrievers.params import check_int
-from retrievers.text import fit_tfidf
+from retrievers.text import fit_tfidf, tfidf_rows
 
 __all__ = ["CorpusFitError", "NotFittedError", "TfidfEmbedder"]
 
@@ -73,8 +73,10 @@ class TfidfEmbedder:
         self.max_features = max_features
         self._dim = dim
         self._name: str | None = None
-        self._vectorizer: Any = None
-        self._svd: Any = None
+        # the fitted state: term -> column, the columns' idf, the SVD basis (dim x terms)
+        self._vocabulary: dict[str, int] = {}
+        self._idf: Any = None
+        self._components: Any = None
 
     @property
     def fitted(self) -> bool:
@@ -140,8 +142,9 @@ class TfidfEmbedder:
             data = text.encode("utf-8")
             digest.update(len(data).to_bytes(8, "little"))
             digest.update(data)
-        self._vectorizer = vectorizer
-        self._svd = svd
+        self._vocabulary = {str(term): int(column) for term, column in vectorizer.vocabulary_.items()}
+        self._idf = np.asarray(vectorizer.idf_)
+        self._components = np.asarray(svd.components_)
         self._dim = effective
         self._name = (
             f"tfidf-svd:{self.VERSION}:{effective}:{self.seed}:{self.min_df}:{self.max_features}:"
@@ -157,7 +160,8 @@ class TfidfEmbedder:
         items = check_texts(texts, "TfidfEmbedder.encode")
         if not items:
             return np.zeros((0, self._dim), dtype=np.float32)
-        return unit_rows(self._svd.transform(self._vectorizer.transform(items)))
+        # scikit-learn's vectorizer and SVD transform, bit for bit, without importing it
+        return unit_rows(tfidf_rows(items, self._vocabulary, self._idf) @ self._components.T)
 
     # -- the fitted state as files (no pickle) ------------------------------------------------------
 
@@ -171,7 +175,6 @@ class TfidfEmbedder:
             raise NotFittedError(_NOT_FITTED)
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        vocabulary = {str(term): int(index) for term, index in self._vectorizer.vocabulary_.items()}
         state = {
             "version": self.VERSION,
             "name": self.name,
@@ -182,19 +185,16 @@ class TfidfEmbedder:
                 "min_df": self.min_df,
                 "max_features": self.max_features,
             },
-            "vocabulary": vocabulary,
+            "vocabulary": self._vocabulary,
         }
         (folder / self._STATE).write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
-        np.save(folder / "idf.npy", np.asarray(self._vectorizer.idf_), allow_pickle=False)
-        np.save(folder / "components.npy", np.asarray(self._svd.components_), allow_pickle=False)
+        np.save(folder / "idf.npy", self._idf, allow_pickle=False)
+        np.save(folder / "components.npy", self._components, allow_pickle=False)
 
     @classmethod
     def load_fitted(cls, folder: Path) -> TfidfEmbedder:
-        """An embedder restored from :meth:`save_fitted` files (ValueError if they do not fit)."""
-        from sklearn.decomposition import TruncatedSVD
-
-        from retrievers.text import tfidf_vectorizer
-
+        """An embedder restored from :meth:`save_fitted` files (ValueError if they do not fit);
+        scikit-learn is not imported."""
         folder = Path(folder)
         state = json.loads((folder / cls._STATE).read_text(encoding="utf-8"))
         if state.get("version") != cls.VERSION:
@@ -202,20 +202,17 @@ class TfidfEmbedder:
                 f"{folder}: TF-IDF state version {state.get('version')!r} is not {cls.VERSION!r}"
             )
         embedder = cls(**state["settings"])
-        vectorizer = tfidf_vectorizer(
-            vocabulary=state["vocabulary"],
-            min_df=embedder.min_df,
-            max_features=embedder.max_features,
-            dtype=np.float32,
-        )
-        vectorizer.idf_ = np.load(folder / "idf.npy", allow_pickle=False)
+        vocabulary = {str(term): int(column) for term, column in state["vocabulary"].items()}
+        idf = np.load(folder / "idf.npy", allow_pickle=False)
         components = np.load(folder / "components.npy", allow_pickle=False)
-        if components.shape != (state["dim"], len(state["vocabulary"])):
-            raise ValueError(f"{folder}: SVD basis of shape {components.shape} does not fit the saved state")
-        svd = TruncatedSVD(n_components=state["dim"])
-        svd.components_ = components
-        embedder._vectorizer = vectorizer
-        embedder._svd = svd
+        if components.shape != (state["dim"], len(vocabulary)) or idf.shape != (len(vocabulary),):
+            raise ValueError(
+                f"{folder}: idf of shape {idf.shape} or SVD basis of shape {components.shape} does not "
+                "fit the saved state"
+            )
+        embedder._vocabulary = vocabulary
+        embedder._idf = idf
+        embedder._components = components
         embedder._dim = int(state["dim"])
         embedder._name = str(state["name"])
         return embedder
