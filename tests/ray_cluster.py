@@ -23,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+#: seconds a node is given to stop after SIGTERM before its processes are killed
+STOP_GRACE = 5
 #: each started node's Ray session folder (by process id), removed when the node is stopped
 _SESSION_DIRS: dict[int, Path] = {}
 
@@ -45,12 +47,14 @@ class RayCluster:
     processes: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def stop(self) -> None:
-        """Terminate the nodes this object started (last first), then their process groups."""
+        """Terminate the nodes this object started (last first), then kill their process groups.
+        A node gets ``STOP_GRACE`` seconds to stop: a head that knew an actor on a lost node waits
+        30 s for it before it exits, and nothing of a test's node is kept after it."""
         for process in reversed(self.processes):
             if process.poll() is None:
                 process.terminate()
                 try:
-                    process.wait(timeout=60)
+                    process.wait(timeout=STOP_GRACE)
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -256,7 +257,9 @@ def test_a_node_lost_under_a_running_job_is_one_line_and_exit_1(
     )
     try:
         with open(fifo, "w"):  # returns once the task on the doomed node has opened it
-            doomed.terminate()  # the node goes away with the task still running (never written to)
+            # the node crashes with the task still running (never written to): every process of it
+            # killed at once, as a lost machine goes (a graceful stop waits 30 s for the task)
+            os.killpg(doomed.pid, signal.SIGKILL)
             doomed.wait(timeout=60)
             out, err = driver.communicate(timeout=300)
     finally:
