@@ -176,7 +176,9 @@ class JobComposer:
         self._compose = compose or (
             lambda overrides: compose_config(overrides, config_name=config_name, with_hydra=True)
         )
-        self._composed: dict[tuple[object, ...], DictConfig] = {}  # with the hydra node
+        # each shape's config, ``hydra`` node left out, struct as Hydra leaves it (a key it lacks
+        # raises when a job sets it)
+        self._composed: dict[tuple[object, ...], DictConfig] = {}
 
     def config(self, overrides: Sequence[str]) -> DictConfig:
         """The config of a job with ``overrides`` (``hydra`` node left out); raises what
@@ -190,16 +192,20 @@ class JobComposer:
         alone = {o.key_or_group for o in values} & {o.key_or_group for o in others}
         template = None if alone else self._composed.get(shape)
         if template is not None:
-            cfg = copy.deepcopy(template)  # struct, as Hydra leaves it: a key it lacks raises
+            cfg = copy.deepcopy(template)
             try:
                 for override in values:
                     OmegaConf.update(cfg, override.key_or_group, override.value(), merge=True)
             except OmegaConfBaseException:
                 pass  # composed in full below: Hydra words the error
             else:
-                return _without_hydra(cfg)
+                OmegaConf.set_struct(cfg, None)  # as a config composed in full is returned
+                return cfg
         cfg = self._compose(overrides)
-        self._composed.setdefault(shape, cfg)
+        if shape not in self._composed:
+            template = _without_hydra(cfg)
+            OmegaConf.set_struct(template, True)
+            self._composed[shape] = template
         return _without_hydra(cfg)
 
 

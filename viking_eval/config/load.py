@@ -210,8 +210,16 @@ def _plain(cfg: Any) -> dict[str, Any]:
     return {str(key): value for key, value in plain.items() if key != "hydra"}
 
 
+#: ConfigFile's sections typed only as mappings (their classes, chosen by the config, are checked
+#: by :func:`load_settings`): checked here as empty mappings and then given back as they are, so a
+#: sweep's jobs, which differ in them, share the check of every other section (typed_values)
+_CHECKED_LATER = ("embedder", "store", "retrievers")
+
+
 def _config_file(plain: Mapping[str, Any]) -> ConfigFile:
-    typed = typed_values(ConfigFile, plain, "", by_section=True)
+    later = {key: plain[key] for key in _CHECKED_LATER if isinstance(plain.get(key), Mapping)}
+    typed = typed_values(ConfigFile, {**plain, **{key: {} for key in later}}, "", by_section=True)
+    typed.update(later)
     run = dict(typed.get("run") or {})
     if isinstance(run.get("significance"), Mapping):
         try:
