@@ -48,6 +48,14 @@ class HierarchicalParams(RetrieverParams):
         "records found rescored exactly; retrievers/hierarchical/directory_index.py)",
     )
     directory_nprobe: int = param(16, low=1, high=BIG, doc="directory_search ivf: lists probed per query")
+    leaf_probe: int = param(
+        0,
+        low=0,
+        high=BIG,
+        doc="0 = off; P > 0: the global directory search is a probe of the best P leaf directories, "
+        "every member scored at once (retrievers/hierarchical/leaf_probe.py); directory_search picks "
+        "how the leaf directories are ranked",
+    )
     mode: Literal["quick", "thinking"] = param(
         "thinking", doc="thinking: rerank when a reranker is set; quick: vector scores only"
     )
@@ -63,6 +71,13 @@ class HierarchicalParams(RetrieverParams):
         if self.directory_nprobe != 16 and self.directory_search != "ivf":
             raise self.fail(
                 "directory_nprobe", "is for directory_search: ivf; set it or drop directory_nprobe"
+            )
+        if self.leaf_probe and self.reranker is not None and self.mode == "thinking":
+            raise self.fail(
+                "leaf_probe",
+                "does not go with a reranker in mode: thinking (the probe scores every member of P "
+                "leaf directories at once, which a reranker would be asked to read); set leaf_probe: 0 "
+                "or mode: quick",
             )
         # one canonical form: the levels as sorted ints (1.0 passes the choices check as 1)
         object.__setattr__(

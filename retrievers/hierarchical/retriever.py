@@ -69,7 +69,12 @@ class HierarchicalRetriever(KernelRetriever):
                 "(e.g. store=kmeans_tree or store=locomo_tree)"
             )
         self.tree: ContextTree = tree
-        self.index = TreeIndex(self.store, tree, directory_search=self.params.directory_search)
+        self.index = TreeIndex(
+            self.store,
+            tree,
+            directory_search=self.params.directory_search,
+            leaf_probe=self.params.leaf_probe > 0,
+        )
         thinking = self.params.mode == "thinking"
         self.node_reranker = NodeReranker(
             self.index, self.reranker if thinking else None, self.params.rerank_timeout
