@@ -80,7 +80,8 @@ class HierarchicalRetriever(KernelRetriever):
             self.index, self.reranker if thinking else None, self.params.rerank_timeout
         )
         self._scopes: dict[ContextType | None, Scope] = {None: self.index.scope(self.mask)}
-        warn_if_few_rounds(self.params.max_convergence_rounds, int(self._scopes[None].leaves.size))
+        if not self.params.leaf_probe:  # the probe finds the leaves; the descent's rounds only add
+            warn_if_few_rounds(self.params.max_convergence_rounds, int(self._scopes[None].leaves.size))
 
     def _scope(self, context_type: ContextType | None) -> Scope:
         """Nodes in scope, narrowed to one context type's roots (None = every root)."""
