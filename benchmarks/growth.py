@@ -79,11 +79,13 @@ HIERARCHICAL_IVF_KNOBS = [
 ]
 # the leaf-directory probe (leaf_probe: P, the leaf directories ranked through an inverted file
 # over their records, directory_nprobe lists): knobs tried in this order, the first reaching the
-# matched recall kept (else the best); the descent after it at the default 3 rounds
-HIERARCHICAL_PROBE = {"alpha": 1.0, "directory_search": "ivf"}
+# matched recall kept (else the best). The descent after the probe at its shortest (1 round: two
+# directories popped): at 100k, 3 and 20 rounds gave the same R@10 (0.997 at P 64, 0.980 at P 48)
+# and cost 0.2-2 ms more per query
+HIERARCHICAL_PROBE = {"alpha": 1.0, "directory_search": "ivf", "max_convergence_rounds": 1}
 HIERARCHICAL_PROBE_KNOBS = [
     {"leaf_probe": probe, "directory_nprobe": nprobe}
-    for probe in (16, 32, 64, 96, 128, 192, 256, 384, 512)
+    for probe in (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
     for nprobe in (8, 16, 32)
 ]
 TOP_K = 10

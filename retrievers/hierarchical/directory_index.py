@@ -53,6 +53,19 @@ class DirectoryIVF:
         self._index: Any = index
         self._quantizer = quantizer  # kept alive with the index
 
+    def candidates(self, vector: npt.NDArray[np.float32], fetch: int, nprobe: int) -> IntArray:
+        """The ``fetch`` records faiss finds best in the ``nprobe`` nearest lists (best first by
+        faiss's float32 scores, which only choose: callers rescore them), -1s dropped."""
+        import faiss
+
+        params = faiss.SearchParametersIVF()
+        params.nprobe = min(nprobe, self.nlist)
+        query = np.ascontiguousarray(vector[None, :], dtype=np.float32)
+        with one_faiss_thread():
+            _, found = self._index.search(query, min(self.vectors.shape[0], fetch), params=params)
+        records: IntArray = found[0][found[0] >= 0].astype(np.int64)
+        return records
+
     def top(
         self, vector: npt.NDArray[np.float32], limit: int, nprobe: int, allowed: npt.NDArray[np.bool_]
     ) -> tuple[FloatArray, IntArray]:

@@ -143,9 +143,10 @@ class LeafDirectories:
         ``directory_scores(vector, directories)``, and their members in scope scored against
         ``embeddings`` (the store's, a row per leaf row)."""
         allowed = self._in_scope(in_scope)
-        if self.ivf is not None:
-            _, found = self.ivf.top(vector, 2 * count, nprobe, allowed[self.record_owner])
-            positions = np.unique(self.record_owner[found])
+        if self.ivf is not None:  # candidates (a record per directory at least), rescored below
+            found = self.ivf.candidates(vector, 2 * count if allowed.all() else max(8 * count, 256), nprobe)
+            owners = self.record_owner[found]
+            positions = np.unique(owners[allowed[owners]])
         else:
             positions = np.flatnonzero(allowed)
         scores = directory_scores(vector, self.nodes[positions])

@@ -191,7 +191,12 @@ def _open_probe(
         owners = probe.owners[passes]
     else:
         owners = probe.owners
-    order = np.lexsort((members, -final))[:keep]
+    if final.size > keep:  # the best keep (ties at the cut kept, then ordered by node)
+        cut = final.size - keep
+        chosen = np.flatnonzero(final >= np.partition(final, cut)[cut])
+    else:
+        chosen = np.arange(final.size)
+    order = chosen[np.lexsort((members[chosen], -final[chosen]))][:keep]
     uris = index.tree.uris
     for position in order.tolist():
         node, score = int(members[position]), float(final[position])
