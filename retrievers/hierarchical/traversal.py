@@ -6,7 +6,11 @@ asked for; defaults in brackets):
 1. Global vector search over the records of ``global_search_levels`` [0, 1], limit
    ``max(top_k, global_search_topk)`` [10]. Directory records (level 0 abstract, level 1
    overview) and leaves (level 2) have separate indexes, so a directory-only search never scores
-   a leaf; searching level 2 is exact search over every leaf in scope.
+   a leaf; searching level 2 is exact search over every leaf in scope. With ``leaf_probe`` P > 0
+   the directory part is replaced by the leaf probe (:mod:`retrievers.hierarchical.leaf_probe`):
+   the best P leaf directories are opened at once as popped start points (their members scored
+   and propagated as in step 3, the best ``max(top_k, child_limit)`` into the pool) and count as
+   visited; the roots are queued as below.
 2. Directory hits become starting points, scored by the reranker in ``thinking`` mode when one is
    configured, else by vector score; the roots of the query's scope are added with no score.
    Leaf hits enter the candidate pool directly (never dropped).
