@@ -17,6 +17,7 @@ import pytest
 from retrievers import Document, StoreConfig
 from retrievers.builders import build_store
 from retrievers.hierarchical import HierarchicalRetriever
+from retrievers.hierarchical.directory_index import DirectoryHNSW, DirectoryIVF
 from retrievers.hierarchical.leaf_probe import row_dots
 from retrievers.hierarchical.scoring import NodeScores
 from retrievers.params import ParamError
@@ -126,9 +127,25 @@ def test_ivf_probing_every_list_equals_the_exact_probe(synthetic: Any) -> None:
     common = {"alpha": 0.7, "leaf_probe": 12}
     exact = HierarchicalRetriever(store, embedder, **common)
     ivf = HierarchicalRetriever(store, embedder, **common, directory_search="ivf", directory_nprobe=100_000)
-    assert ivf.index.leaf_directories is not None and ivf.index.leaf_directories.ivf is not None
+    assert ivf.index.leaf_directories is not None
+    assert isinstance(ivf.index.leaf_directories.approximate, DirectoryIVF)
     assert ivf.index.record_ivf is None  # the probe replaces the search over every record
     assert ranked(exact.retrieve_batch(QUERIES, 10)) == ranked(ivf.retrieve_batch(QUERIES, 10))
+
+
+def test_hnsw_ranking_finds_the_exact_probes_directories(synthetic: Any) -> None:
+    store, embedder, _, _ = synthetic
+    common = {"alpha": 0.7, "leaf_probe": 12}
+    exact = ranked(HierarchicalRetriever(store, embedder, **common).retrieve_batch(QUERIES, 10))
+    hnsw = HierarchicalRetriever(store, embedder, **common, directory_search="hnsw")
+    assert hnsw.index.leaf_directories is not None
+    assert isinstance(hnsw.index.leaf_directories.approximate, DirectoryHNSW)
+    found = ranked(hnsw.retrieve_batch(QUERIES, 10))
+    # the graph walk finds the best 12 leaf directories for (nearly) every query; same scores
+    assert sum(a == b for a, b in zip(exact, found, strict=True)) >= 0.9 * len(QUERIES)
+    # built on one thread: another retriever over the same tree gives the same rankings
+    again = HierarchicalRetriever(store, embedder, **common, directory_search="hnsw")
+    assert ranked(again.retrieve_batch(QUERIES, 10)) == found
 
 
 def test_row_dots_do_not_depend_on_the_other_rows() -> None:
@@ -235,6 +252,8 @@ def test_bad_values_name_the_key(synthetic: Any) -> None:
     for bad in (-1, 1.5, "all", True):
         with pytest.raises(ParamError, match="leaf_probe"):
             HierarchicalRetriever(store, embedder, leaf_probe=bad)
+    with pytest.raises(ParamError, match="directory_search"):
+        HierarchicalRetriever(store, embedder, directory_search="hnsw")
     with pytest.raises(ParamError, match=r"leaf_probe.*reranker"):
         HierarchicalRetriever(store, embedder, leaf_probe=4, reranker=Reranker())
     # mode quick does not call the reranker inside the traversal: allowed

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.hierarchical.directory_index import DirectoryIVF
+from retrievers.hierarchical.directory_index import DirectoryHNSW, DirectoryIVF
 from retrievers.index.faiss_calls import one_faiss_thread, optional_faiss
 
 __all__ = ["LeafDirectories", "Probe", "row_dots"]
@@ -98,7 +98,7 @@ class LeafDirectories:
         record1: IntArray,
         record_vectors: npt.NDArray[Any],
         *,
-        ivf: bool,
+        search: str,
     ) -> None:
         leaves = np.flatnonzero(is_leaf)
         parents = np.asarray(parents)[leaves]  # every leaf has a directory parent (ContextTree)
@@ -118,9 +118,12 @@ class LeafDirectories:
         self.record_owner: IntArray = np.concatenate(
             (np.arange(self.nodes.size), np.flatnonzero(has1))
         ).astype(np.int64)
-        self.ivf: DirectoryIVF | None = None
-        if ivf and self.records.size:
-            self.ivf = DirectoryIVF(record_vectors[self.records])
+        #: the approximate index over those records (``search`` ivf or hnsw), else None (exact)
+        self.approximate: DirectoryIVF | DirectoryHNSW | None = None
+        if search == "ivf" and self.records.size:
+            self.approximate = DirectoryIVF(record_vectors[self.records])
+        elif search == "hnsw" and self.records.size:
+            self.approximate = DirectoryHNSW(record_vectors[self.records])
         self._scope_masks: dict[int, tuple[BoolArray, BoolArray]] = {}
 
     def _in_scope(self, in_scope: BoolArray) -> BoolArray:
@@ -143,8 +146,9 @@ class LeafDirectories:
         ``directory_scores(vector, directories)``, and their members in scope scored against
         ``embeddings`` (the store's, a row per leaf row)."""
         allowed = self._in_scope(in_scope)
-        if self.ivf is not None:  # candidates (a record per directory at least), rescored below
-            found = self.ivf.candidates(vector, 2 * count if allowed.all() else max(8 * count, 256), nprobe)
+        if self.approximate is not None:  # candidates (a record per directory at least), rescored below
+            fetch = 2 * count if allowed.all() else max(8 * count, 256)
+            found = self.approximate.candidates(vector, fetch, nprobe)
             owners = self.record_owner[found]
             positions = np.unique(owners[allowed[owners]])
         else:

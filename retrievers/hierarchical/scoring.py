@@ -89,7 +89,7 @@ class TreeIndex:
                 self.record0,
                 self.record1,
                 self.record_vectors,
-                ivf=directory_search == "ivf",
+                search=directory_search,
             )
         self._texts: dict[int, str] = {}
         self._record_masks: dict[tuple[int, tuple[int, ...]], tuple[Scope, BoolArray]] = {}
