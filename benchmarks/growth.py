@@ -543,6 +543,8 @@ def table(rows: dict[int, Any], kinds: Sequence[str]) -> str:
     for method in methods:
         for n_rows in sizes:
             costs = method_costs(rows, method, n_rows)
+            if method in HIERARCHICAL_METHODS and not costs["queries"]:
+                continue  # not measured at this size (--hierarchical)
             build, queries = costs["build"] or {}, costs["queries"] or {}
             knob = queries.get("knob", "")
             if method.startswith("hierarchical") and queries.get("nodes_scored_fraction") is not None:
