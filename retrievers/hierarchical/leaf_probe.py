@@ -7,13 +7,15 @@ scored anywhere in the traversal), takes the best ``P`` (score desc, node asc) a
 member leaf of all of them at once: one call of faiss's ``fvec_inner_products_by_idx`` over the
 store's embedding rows (the gather and the products in one pass, no copy of the rows). Each
 member's final score is propagated from its directory as a popped directory's children are
-(``alpha * member + (1 - alpha) * directory``), so the probe is what popping those ``P``
-directories as start points would give, in one step instead of ``P`` Python rounds.
+(``alpha * member + (1 - alpha) * directory``), so the probe's members get the scores popping
+those ``P`` directories as start points would give them, in one step instead of ``P`` Python
+rounds (the traversal keeps the best ``max(top_k, child_limit)`` of all of them).
 
 Which leaf directories are ranked: all of them (``directory_search: exact``: the records of every
-leaf directory in scope scored) or those found by a faiss inverted file over the leaf
-directories' records (``directory_search: ivf``, ``directory_nprobe`` lists probed; the records
-found are rescored exactly, so only which directories are found can differ).
+leaf directory in scope scored) or those found among the leaf directories' records by a faiss
+inverted file (``directory_search: ivf``, ``directory_nprobe`` lists probed) or an HNSW graph
+(``directory_search: hnsw``, efSearch 2P); the records found are rescored exactly, so only which
+directories are found can differ.
 
 **The same score in any batch.** BLAS rounds a row's product with the query differently
 depending on the other rows of the block (a 32-row directory against a 4,096-row probe), so with
