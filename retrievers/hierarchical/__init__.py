@@ -3,6 +3,8 @@
 * ``params.py``: :class:`HierarchicalParams`, the query-time parameters.
 * ``scoring.py``: how a tree node is scored (vectors, records, the reranker) and which nodes are
   in scope.
+* ``leaf_probe.py``: the leaf-directory probe (``leaf_probe``), a global search of big trees
+  that opens the best leaf directories at once, and ``row_dots`` (batch-invariant scores).
 * ``traversal.py``: the descent for one query (global search, propagation, convergence), its
   :class:`TraversalStats`.
 * ``intent.py``: typed queries, sessions and the intent analysers of ``search()``.

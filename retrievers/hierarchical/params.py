@@ -42,12 +42,21 @@ class HierarchicalParams(RetrieverParams):
         high=1.0,
         doc="leaf score = (1 - w) * cosine + w * BM25 / the query's best BM25 in scope (0 = cosine only)",
     )
-    directory_search: Literal["exact", "ivf"] = param(
+    directory_search: Literal["exact", "ivf", "hnsw"] = param(
         "exact",
         doc="global search over directory records: exact (every record) or ivf (faiss inverted file, "
-        "records found rescored exactly; retrievers/hierarchical/directory_index.py)",
+        "records found rescored exactly; retrievers/hierarchical/directory_index.py); with leaf_probe, "
+        "how the leaf directories are ranked: exact, ivf or hnsw (a graph over their records)",
     )
     directory_nprobe: int = param(16, low=1, high=BIG, doc="directory_search ivf: lists probed per query")
+    leaf_probe: int = param(
+        0,
+        low=0,
+        high=BIG,
+        doc="0 = off; P > 0: the global directory search is a probe of the best P leaf directories, "
+        "every member scored at once (retrievers/hierarchical/leaf_probe.py); directory_search picks "
+        "how the leaf directories are ranked",
+    )
     mode: Literal["quick", "thinking"] = param(
         "thinking", doc="thinking: rerank when a reranker is set; quick: vector scores only"
     )
@@ -63,6 +72,19 @@ class HierarchicalParams(RetrieverParams):
         if self.directory_nprobe != 16 and self.directory_search != "ivf":
             raise self.fail(
                 "directory_nprobe", "is for directory_search: ivf; set it or drop directory_nprobe"
+            )
+        if self.directory_search == "hnsw" and not self.leaf_probe:
+            raise self.fail(
+                "directory_search",
+                "hnsw ranks the leaf directories of the leaf probe: set leaf_probe (> 0), or use "
+                "directory_search exact or ivf",
+            )
+        if self.leaf_probe and self.reranker is not None and self.mode == "thinking":
+            raise self.fail(
+                "leaf_probe",
+                "does not go with a reranker in mode: thinking (the probe scores every member of P "
+                "leaf directories at once, which a reranker would be asked to read); set leaf_probe: 0 "
+                "or mode: quick",
             )
         # one canonical form: the levels as sorted ints (1.0 passes the choices check as 1)
         object.__setattr__(

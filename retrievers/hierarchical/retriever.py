@@ -69,13 +69,19 @@ class HierarchicalRetriever(KernelRetriever):
                 "(e.g. store=kmeans_tree or store=locomo_tree)"
             )
         self.tree: ContextTree = tree
-        self.index = TreeIndex(self.store, tree, directory_search=self.params.directory_search)
+        self.index = TreeIndex(
+            self.store,
+            tree,
+            directory_search=self.params.directory_search,
+            leaf_probe=self.params.leaf_probe > 0,
+        )
         thinking = self.params.mode == "thinking"
         self.node_reranker = NodeReranker(
             self.index, self.reranker if thinking else None, self.params.rerank_timeout
         )
         self._scopes: dict[ContextType | None, Scope] = {None: self.index.scope(self.mask)}
-        warn_if_few_rounds(self.params.max_convergence_rounds, int(self._scopes[None].leaves.size))
+        if not self.params.leaf_probe:  # the probe finds the leaves; the descent's rounds only add
+            warn_if_few_rounds(self.params.max_convergence_rounds, int(self._scopes[None].leaves.size))
 
     def _scope(self, context_type: ContextType | None) -> Scope:
         """Nodes in scope, narrowed to one context type's roots (None = every root)."""

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.hierarchical.directory_index import DirectoryIVF
+from retrievers.hierarchical.leaf_probe import LeafDirectories, Probe, row_dots
 from retrievers.index import ExactVectorIndex
 from retrievers.rerank import rerank_with_fallback
 from retrievers.spans import span
@@ -39,7 +40,14 @@ class TreeIndex:
     """The tree of a store, arranged for scoring: the store row of every leaf, the records of
     every directory and an exact index over the record vectors. Built once per retriever."""
 
-    def __init__(self, store: ContextStore, tree: ContextTree, *, directory_search: str = "exact") -> None:
+    def __init__(
+        self,
+        store: ContextStore,
+        tree: ContextTree,
+        *,
+        directory_search: str = "exact",
+        leaf_probe: bool = False,
+    ) -> None:
         if tree.record_vectors is None or tree.dim != store.dim:
             raise ValueError(f"the store's tree has no directory vectors of dimension {store.dim}")
         self.store = store
@@ -58,9 +66,10 @@ class TreeIndex:
             target[tree.record_nodes[records]] = records
         self.record_vectors = np.asarray(tree.record_vectors)
         self.record_index = ExactVectorIndex(self.record_vectors)
-        #: the approximate index over the records (``directory_search: ivf``), else None
+        #: the approximate index over the records (``directory_search: ivf`` without the leaf probe,
+        #: which replaces the global search over the records), else None
         self.record_ivf: DirectoryIVF | None = None
-        if directory_search == "ivf" and self.record_vectors.shape[0]:
+        if directory_search == "ivf" and not leaf_probe and self.record_vectors.shape[0]:
             self.record_ivf = DirectoryIVF(self.record_vectors)
         #: position of every directory among the directories (-1 for leaves): a query's
         #: directory scores are an array of that size, its leaf scores a dict (NodeScores)
@@ -68,6 +77,20 @@ class TreeIndex:
         self.directory_position: IntArray = np.full(n_nodes, -1, dtype=np.int64)
         self.directory_position[directories] = np.arange(directories.size)
         self.n_directories = int(directories.size)
+        #: vector scores computed row by row (:func:`row_dots`: the same in any block), with the probe
+        self.rowwise = leaf_probe
+        #: the leaf directories and their members (``leaf_probe`` > 0), else None
+        self.leaf_directories: LeafDirectories | None = None
+        if leaf_probe:
+            self.leaf_directories = LeafDirectories(
+                tree.is_leaf,
+                tree.parents,
+                self.leaf_rows,
+                self.record0,
+                self.record1,
+                self.record_vectors,
+                search=directory_search,
+            )
         self._texts: dict[int, str] = {}
         self._record_masks: dict[tuple[int, tuple[int, ...]], tuple[Scope, BoolArray]] = {}
 
@@ -154,20 +177,41 @@ class TreeIndex:
         leaf = self.tree.is_leaf[missing]
         leaves = missing[leaf]
         if leaves.size:
-            block = np.asarray(self.store.embeddings[self.leaf_rows[leaves]], dtype=np.float32)
-            values = (block @ vector).astype(np.float64)
+            if self.rowwise:
+                values = row_dots(self.store.embeddings, self.leaf_rows[leaves], vector)
+            else:
+                block = np.asarray(self.store.embeddings[self.leaf_rows[leaves]], dtype=np.float32)
+                values = (block @ vector).astype(np.float64)
             if keyword is not None:
                 keyword_scores, weight = keyword
                 values = (1.0 - weight) * values + weight * keyword_scores.of(leaves)
             scores.set_leaves(leaves, values)
         directories = missing[~leaf]
-        if directories.size:
+        if directories.size and self.rowwise:
+            scores.set_directories(directories, self.directory_scores(vector, directories))
+        elif directories.size:
             best = self.record_vectors[self.record0[directories]] @ vector
             second = self.record1[directories]
             has = second >= 0
             if has.any():
                 best[has] = np.maximum(best[has], self.record_vectors[second[has]] @ vector)
             scores.set_directories(directories, best.astype(np.float64))
+
+    def directory_scores(self, vector: npt.NDArray[np.float32], directories: IntArray) -> FloatArray:
+        """Scores of ``directories`` row by row (:func:`row_dots`): the best of each one's records."""
+        best = row_dots(self.record_vectors, self.record0[directories], vector)
+        second = self.record1[directories]
+        has = second >= 0
+        if has.any():
+            best[has] = np.maximum(best[has], row_dots(self.record_vectors, second[has], vector))
+        return best
+
+    def probe(self, vector: npt.NDArray[np.float32], scope: Scope, count: int, nprobe: int) -> Probe:
+        """The leaf probe of ``vector`` over ``scope`` (:meth:`LeafDirectories.probe`)."""
+        assert self.leaf_directories is not None, "built with leaf_probe"
+        return self.leaf_directories.probe(
+            vector, scope.nodes, count, nprobe, self.store.embeddings, self.directory_scores
+        )
 
     def text(self, node: int) -> str:
         """What a reranker reads: a leaf's row (title and text), a directory's abstract."""
@@ -205,6 +249,7 @@ class NodeScores:
         self._scope = scope
         self._directories = np.full(index.n_directories, np.nan, dtype=np.float64)
         self._leaves: dict[int, float] = {}
+        self._probed = 0  # leaves scored by the leaf probe (not kept here)
         self.all_leaves = False
 
     def get(self, nodes: IntArray) -> FloatArray:
@@ -234,11 +279,15 @@ class NodeScores:
     def set_leaf(self, leaf: int, value: float) -> None:
         self._leaves[leaf] = value
 
+    def add_scored(self, count: int) -> None:
+        """Count ``count`` leaves scored outside this object (the leaf probe's members)."""
+        self._probed += count
+
     @property
     def n_scored(self) -> int:
         """Nodes scored (each once), as a count over the scope."""
         directories = int(np.count_nonzero(~np.isnan(self._directories)))
-        leaves = self._scope.leaves.size if self.all_leaves else len(self._leaves)
+        leaves = self._scope.leaves.size if self.all_leaves else len(self._leaves) + self._probed
         return directories + leaves
 
 

@@ -6,7 +6,11 @@ asked for; defaults in brackets):
 1. Global vector search over the records of ``global_search_levels`` [0, 1], limit
    ``max(top_k, global_search_topk)`` [10]. Directory records (level 0 abstract, level 1
    overview) and leaves (level 2) have separate indexes, so a directory-only search never scores
-   a leaf; searching level 2 is exact search over every leaf in scope.
+   a leaf; searching level 2 is exact search over every leaf in scope. With ``leaf_probe`` P > 0
+   the directory part is replaced by the leaf probe (:mod:`retrievers.hierarchical.leaf_probe`):
+   the best P leaf directories are opened at once as popped start points (their members scored
+   and propagated as in step 3, the best ``max(top_k, child_limit)`` into the pool) and count as
+   visited; the roots are queued as below.
 2. Directory hits become starting points, scored by the reranker in ``thinking`` mode when one is
    configured, else by vector score; the roots of the query's scope are added with no score.
    Leaf hits enter the candidate pool directly (never dropped).
@@ -37,8 +41,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.hierarchical.leaf_probe import Probe
 from retrievers.hierarchical.params import HierarchicalParams
-from retrievers.hierarchical.scoring import NodeReranker, NodeScores, Scope, TreeIndex
+from retrievers.hierarchical.scoring import LeafKeywordScores, NodeReranker, NodeScores, Scope, TreeIndex
 from retrievers.ranking import top_k_1d
 from retrievers.spans import lap
 from retrievers.vector_search import search_vectors
@@ -59,10 +64,17 @@ class TraversalStats:
     rerank_calls: int = 0
     rerank_fallbacks: int = 0
     stop_reason: str = "exhausted"
+    leaf_directories_probed: int | None = None  # None: no leaf probe (leaf_probe: 0)
 
     def as_dict(self) -> dict[str, Any]:
         fraction = self.nodes_scored / self.nodes_in_scope if self.nodes_in_scope else 0.0
+        probed = (
+            {}
+            if self.leaf_directories_probed is None
+            else {"leaf_directories_probed": self.leaf_directories_probed}
+        )
         return {
+            **probed,
             "directories_popped": self.directories_popped,
             "rounds": self.rounds,
             "nodes_scored": self.nodes_scored,
@@ -153,6 +165,52 @@ def _found(
     return Found(score, vector_score, path, found_by, fallback, rerank_score if fallback is None else None)
 
 
+def _open_probe(
+    probe: Probe,
+    index: TreeIndex,
+    params: HierarchicalParams,
+    scores: NodeScores,
+    keyword: tuple[LeafKeywordScores, float] | None,
+    leaf_hits: list[int],
+    keep: int,
+    pool: dict[int, Found],
+    top: _TopLeaves,
+) -> None:
+    """The probed leaf directories as popped start points, all at once: each member's final
+    score propagated from its directory's (as in step 3), the best ``keep`` members that pass
+    the threshold into the pool (``found_by`` ``leaf_probe``)."""
+    members, vector_scores = probe.members, probe.vector_scores
+    if keyword is not None:
+        vector_scores = (1.0 - keyword[1]) * vector_scores + keyword[1] * keyword[0].of(members)
+    if leaf_hits:  # a leaf the global leaf search scored keeps that score, as under a popped directory
+        known = np.isin(members, np.asarray(leaf_hits, dtype=np.int64))
+        vector_scores = vector_scores.copy()
+        vector_scores[known] = scores.get(members[known])
+    scores.add_scored(members.size)
+    alpha = float(params.alpha)
+    final = alpha * vector_scores + (1.0 - alpha) * probe.directory_scores[probe.owners]
+    if params.threshold is not None:
+        passes = final >= params.threshold if params.threshold_inclusive else final > params.threshold
+        members, vector_scores, final = members[passes], vector_scores[passes], final[passes]
+        owners = probe.owners[passes]
+    else:
+        owners = probe.owners
+    if final.size > keep:  # the best keep (ties at the cut kept, then ordered by node)
+        cut = final.size - keep
+        chosen = np.flatnonzero(final >= np.partition(final, cut)[cut])
+    else:
+        chosen = np.arange(final.size)
+    order = chosen[np.lexsort((members[chosen], -final[chosen]))][:keep]
+    uris = index.tree.uris
+    for position in order.tolist():
+        node, score = int(members[position]), float(final[position])
+        known_entry = pool.get(node)
+        if known_entry is None or score > known_entry.score:
+            top.offer(node, score, new=known_entry is None)
+            path = (uris[int(probe.directories[owners[position]])],)
+            pool[node] = Found(score, float(vector_scores[position]), path, "leaf_probe")
+
+
 def traverse(
     index: TreeIndex,
     params: HierarchicalParams,
@@ -189,7 +247,11 @@ def traverse(
     # 1. Global search.
     lap("global")
     start_nodes: list[int] = []
-    if directory_levels and index.record_ivf is not None:  # directory_search: ivf
+    probe: Probe | None = None
+    if params.leaf_probe and index.leaf_directories is not None:  # replaces the directory search
+        probe = index.probe(vector, scope, params.leaf_probe, params.directory_nprobe)
+        scores.set_directories(probe.directories, probe.directory_scores)
+    elif directory_levels and index.record_ivf is not None:  # directory_search: ivf
         mask = index.record_mask(scope, tuple(directory_levels))
         _, records = index.record_ivf.top(vector, limit, params.directory_nprobe, mask)
         for record in records.tolist():
@@ -246,6 +308,10 @@ def traverse(
     alpha = float(params.alpha)
     child_limit = max(2 * top_k, 20) if params.child_limit is None else params.child_limit
     visited: set[int] = set()
+    if probe is not None:
+        stats.leaf_directories_probed = int(probe.directories.size)
+        visited.update(probe.directories.tolist())
+        _open_probe(probe, index, params, scores, keyword, leaf_hits, max(top_k, child_limit), pool, top)
     max_rounds = params.max_convergence_rounds
     previous_top: frozenset[int] | None = None
     previous_size = len(pool)
