@@ -9,14 +9,16 @@ import base64
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.figure import Figure
 from tabulate import tabulate
 
 from viking_eval.report.html_parts import PALETTE, escape, figure_html, html_page, provenance_meta
 from viking_eval.results.growth_folder import write_growth
 from viking_eval.results.run_folder import csv_text
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["csv_rows", "rank_changes", "write_report"]
 
@@ -164,6 +166,8 @@ def _line_looks(document: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def _figure(document: dict[str, Any], metric: str, groups: Sequence[str]) -> Figure:
+    from matplotlib.figure import Figure
+
     panels = [ALL, *groups]
     columns = min(3, len(panels))
     rows = -(-len(panels) // columns)
@@ -196,6 +200,8 @@ def _figure(document: dict[str, Any], metric: str, groups: Sequence[str]) -> Fig
 
 
 def _cost_figure(document: dict[str, Any]) -> Figure:
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(6.4, 3.8), layout="constrained")
     axes = figure.subplots()
     xs = [float(r["memory"]["documents"]) for r in document["steps"]]

@@ -8,9 +8,11 @@ import base64
 import html
 import io
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 BETTER = "#1a7f37"
 WORSE = "#cf222e"

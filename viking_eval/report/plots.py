@@ -1,5 +1,6 @@
-"""The report's matplotlib figures (drawn on ``Figure`` objects, no pyplot state): per-query
-wins/ties/losses against the baseline, sorted per-query differences, latency distributions."""
+"""The report's matplotlib figures (drawn on ``Figure`` objects, no pyplot state; matplotlib is
+imported when a figure is drawn): per-query wins/ties/losses against the baseline, sorted
+per-query differences, latency distributions."""
 
 from __future__ import annotations
 
@@ -7,19 +8,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.collections import PolyCollection
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from viking_eval.measures.significance import SignificanceReport
 from viking_eval.report.html_parts import BETTER, NEUTRAL, PALETTE, WORSE
 
 if TYPE_CHECKING:
+    from matplotlib.collections import PolyCollection
+    from matplotlib.figure import Figure
+
     from viking_eval.results.model import RetrieverResult, RunSummary
 
 
 def win_tie_loss_figure(significance: SignificanceReport) -> Figure | None:
     """Stacked horizontal bars: per (retriever, metric), the share of queries won/tied/lost."""
+    from matplotlib.figure import Figure
+
     rows = [c for c in significance.comparisons if c.test == significance.settings.test]
     if not rows:
         return None
@@ -50,6 +53,8 @@ def win_tie_loss_figure(significance: SignificanceReport) -> Figure | None:
 
 def differences_figure(summary: RunSummary, significance: SignificanceReport, metric: str) -> Figure | None:
     """Per-query differences to the baseline on ``metric``, sorted (one panel per retriever)."""
+    from matplotlib.figure import Figure
+
     baseline = next((r for r in summary.results if r.name == significance.baseline), None)
     others = [r for r in summary.results if r.name != significance.baseline and metric in r.per_query]
     if baseline is None or not others or metric not in baseline.per_query:
@@ -79,6 +84,8 @@ def _bars(heights: np.ndarray, colors: Sequence[str]) -> PolyCollection:
     """One bar a value at x = 0, 1, ... (width 1, from 0 to the value) in one collection: draws the
     same pixels as ``Axes.bar(..., width=1.0, linewidth=0)`` (a sticky edge at 0 too), but a
     Rectangle artist per bar made a 2,000-query panel take a minute to add and draw."""
+    from matplotlib.collections import PolyCollection
+
     left = np.arange(heights.size, dtype=float) - 0.5
     zero = np.zeros(heights.size)
     corners = [(left, zero), (left, heights), (left + 1.0, heights), (left + 1.0, zero)]
@@ -90,6 +97,9 @@ def _bars(heights: np.ndarray, colors: Sequence[str]) -> PolyCollection:
 
 def latency_figure(results: Sequence[RetrieverResult]) -> Figure | None:
     """Distribution of per-query latency (one query at a time, ms): ECDF and box plot."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     samples = [
         (result.name, np.asarray((result.latency or {}).get("samples_ms") or [], dtype=float))
         for result in results

@@ -10,11 +10,12 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from viking_eval.report.html_parts import PALETTE
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from viking_eval.results.model import RetrieverResult
 
 #: a stage's colour in every bar (stages not named here take the palette in order of appearance)
@@ -55,6 +56,8 @@ def stage_color(stage: str, order: list[str]) -> str:
 
 def stages_figure(results: Sequence[RetrieverResult]) -> Figure | None:
     """One horizontal stacked bar per retriever: its top-level stages' mean ms per query."""
+    from matplotlib.figure import Figure
+
     rows = [(result.name, top_level(result)) for result in results]
     rows = [(name, stages) for name, stages in rows if stages]
     if not rows:

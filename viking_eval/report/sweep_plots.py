@@ -1,7 +1,8 @@
-"""Sweep plots (PNG, matplotlib, headless): metric vs each swept parameter (one line per value
-of another swept parameter), a heatmap when two parameters were swept, and quality vs latency
-with the Pareto front marked. The plots are returned as PNG bytes under their file names;
-``results/sweep_folder.py`` writes them into the sweep folder."""
+"""Sweep plots (PNG, matplotlib ``Figure`` objects, no pyplot state, imported only when a plot is
+drawn): metric vs each swept parameter (one line per value of another swept parameter), a heatmap
+when two parameters were swept, and quality vs latency with the Pareto front marked. The plots are
+returned as PNG bytes under their file names; ``results/sweep_folder.py`` writes them into the
+sweep folder."""
 
 from __future__ import annotations
 
@@ -9,11 +10,6 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 
 @dataclass(frozen=True)
@@ -68,7 +64,7 @@ def sweep_plots(rows: list[dict[str, Any]], swept: list[str], metric: str) -> li
         for key in swept:
             others = [other for other in swept if other != key]
             series_key = others[0] if others else None
-            figure, axes = plt.subplots(figsize=(6.4, 4.0))
+            figure, axes = _figure((6.4, 4.0))
             for series in _axis_values(mine, series_key) if series_key else [None]:
                 in_series = [row for row in mine if series_key is None or row[series_key] == series]
                 xs = _axis_values(in_series, key)
@@ -93,7 +89,7 @@ def sweep_plots(rows: list[dict[str, Any]], swept: list[str], metric: str) -> li
             grid = [[float("nan")] * len(xs) for _ in ys]
             for row in mine:
                 grid[ys.index(row[y_key])][xs.index(row[x_key])] = row[metric]
-            figure, axes = plt.subplots(figsize=(6.4, 4.8))
+            figure, axes = _figure((6.4, 4.8))
             image = axes.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
             axes.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=45, fontsize=7)
             axes.set_yticks(range(len(ys)), [str(y) for y in ys], fontsize=7)
@@ -106,7 +102,7 @@ def sweep_plots(rows: list[dict[str, Any]], swept: list[str], metric: str) -> li
         if timed:
             points = [(row[metric], float(row["p95_ms"])) for row in timed]
             front = set(pareto_front(points))
-            figure, axes = plt.subplots(figsize=(6.4, 4.0))
+            figure, axes = _figure((6.4, 4.0))
             axes.scatter([p[1] for p in points], [p[0] for p in points], c="#999999", label="jobs")
             ordered = sorted(front, key=lambda i: points[i][1])
             axes.plot(
@@ -133,5 +129,13 @@ def _render(figure: Any, name: str) -> Plot:
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
     return Plot(name, buffer.getvalue())
+
+
+def _figure(size: tuple[float, float]) -> tuple[Any, Any]:
+    """A figure of ``size`` inches and its one axes (matplotlib imported here: a command that
+    draws nothing never loads it)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=size)
+    return figure, figure.subplots()
