@@ -311,4 +311,12 @@ def test_a_sweep_writes_every_file_through_results(shared_datasets: Path, tmp_pa
     assert any(name.endswith(".png") for name in names)
     assert {layout.BEST_FINAL, layout.DEFAULT_FINAL, "0", "1"} <= names
     assert (sweep_dir / "0" / layout.SWEEP_TAG).is_file()
+    # a sweep job's report has its tables but no figure (drawing them cost more than the job);
+    # the chosen configuration's final report has them
+    job_page = (sweep_dir / "0" / layout.REPORT_HTML).read_text(encoding="utf-8")
+    assert "<img" not in job_page and "figures left out of a sweep job's report" in job_page
+    assert '<table id="latency">' in job_page
+    final_page = (sweep_dir / layout.BEST_FINAL / layout.REPORT_HTML).read_text(encoding="utf-8")
+    assert final_page.count('<img src="data:image/png;base64,') >= 2  # wins/ties/losses, differences
+    assert "figures left out" not in final_page
     _assert_written_by_results(tmp_path, sweep_dir)

@@ -155,8 +155,9 @@ class Walker:
         return EdgeContext(
             src=doc_ids[from_row],
             dst=doc_ids[to_row],
-            relation=edges.relation_names[int(edges.relation[edge_id])],
-            weight=float(edges.weight[edge_id]),
+            # .item: one element without np.memmap's Python-level __getitem__ (a loaded store)
+            relation=edges.relation_names[int(edges.relation.item(edge_id))],
+            weight=float(edges.weight.item(edge_id)),
             hop=hop,
         )
 

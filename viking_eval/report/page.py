@@ -38,6 +38,8 @@ from viking_eval.report.stages import memory_table_html, stages_figure, stages_t
 from viking_eval.results.layout import REPORTED_FILES
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from viking_eval.config import Settings
     from viking_eval.report.sweep_plots import Plot
     from viking_eval.results.model import RetrieverResult, RunSummary
@@ -179,16 +181,34 @@ def _latency_split_table(results: Sequence[RetrieverResult]) -> str:
     )
 
 
-def _stages_section(results: Sequence[RetrieverResult]) -> str:
+#: a sweep job's report.html (phase ``tune``) has every table but no figure: drawing them cost more
+#: than a small job's retrieval (about 1.4 s a job on ADI), and a sweep is read from its sweep.html
+#: and from best_final/report.html, which has every figure
+FIGURES_LEFT_OUT = (
+    "figures left out of a sweep job's report: see the sweep's sweep.html, and best_final/report.html "
+    "for the chosen configuration"
+)
+
+
+def _figure(summary: RunSummary, figure: Figure, alt: str, caption: str) -> str:
+    """``figure`` drawn into the page, or nothing in a sweep job's report (:data:`FIGURES_LEFT_OUT`)."""
+    if summary.phase == "tune":
+        return ""
+    return figure_html(png_data_uri(figure), alt, caption)
+
+
+def _stages_section(summary: RunSummary) -> str:
     """Where the time goes: the stacked bar per retriever, the stage table, memory (report/stages.py)."""
+    results = summary.results
     figure = stages_figure(results)
     if figure is None:
         return ""
     return "".join(
         [
             '<section id="where-the-time-goes"><h2>Where the time goes</h2>',
-            figure_html(
-                png_data_uri(figure),
+            _figure(
+                summary,
+                figure,
                 "mean ms per query by stage, a stacked bar per retriever",
                 "Each bar: the retriever's top-level stages' mean ms per timed query, <code>other</code> "
                 "the rest of its mean total; every span is in <code>spans/&lt;retriever&gt;.csv</code>.",
@@ -234,6 +254,7 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         f"run depth top_k {settings.run.top_k}",
         f"phase {escape(summary.phase)}",
         *provenance_meta(environment),
+        *([FIGURES_LEFT_OUT] if summary.phase == "tune" else []),
     ]
     body = [
         f'<header><h1>{escape(settings.name)} <span class="sub">{escape(summary.dataset)} ({escape(summary.split)})</span></h1>',
@@ -273,8 +294,9 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         figure = win_tie_loss_figure(significance)
         if figure is not None:
             body.append(
-                figure_html(
-                    png_data_uri(figure),
+                _figure(
+                    summary,
+                    figure,
                     "wins, ties and losses per retriever and metric",
                     "Queries "
                     "where each retriever scores higher (wins), the same (ties) or lower (losses) than the baseline.",
@@ -284,8 +306,9 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
         figure = differences_figure(summary, significance, first_metric)
         if figure is not None:
             body.append(
-                figure_html(
-                    png_data_uri(figure),
+                _figure(
+                    summary,
+                    figure,
                     f"per-query differences on {first_metric}",
                     f"Per-query {escape(first_metric)} minus the baseline's, largest gain first.",
                 )
@@ -299,8 +322,9 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
     figure = latency_figure(summary.results)
     if figure is not None:
         body.append(
-            figure_html(
-                png_data_uri(figure),
+            _figure(
+                summary,
+                figure,
                 "latency distribution per retriever",
                 "Each timed query's total time (query encoding + search), from <code>latency.json</code>.",
             )
@@ -308,7 +332,7 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
     else:
         body.append('<p class="note">No per-query latency samples (run.latency.n_queries = 0).</p>')
     body.append("</section>")
-    body.append(_stages_section(summary.results))
+    body.append(_stages_section(summary))
     body.append(_groups_table(summary, settings))
     stats = [result for result in summary.results if result.stats]
     if stats:  # what each retriever says about its work, e.g. a run file's unknown ids
