@@ -17,7 +17,8 @@
   subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest.
 - **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
   config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``), its
-  pre-flight's one error line (``preflight_error``) and a smoke multirun (``smoke_multirun``). The
+  pre-flight's one error line (``preflight_error``), a smoke multirun (``smoke_multirun``) and a fake
+  embedder over given vectors (``RowEmbedder``). The
   local HTTP servers (remote models, chat, files) are in ``tests/http_servers.py``;
   ``chat_server_factory`` starts its ``ChatServer``, ``file_server`` its ``FileServer``.
 - **CI runs everything.** ``VIKING_EVAL_NO_SKIP=1`` (set by ``.ci/run``) turns every skip into a
@@ -30,12 +31,13 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 from http_servers import ChatServer, FileServer, started
 
@@ -52,6 +54,8 @@ os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 from viking_eval.data import DATA_ENV, data_search_path
 
 if TYPE_CHECKING:
+    from retrievers import Document
+    from retrievers.types import EncodeKind
     from viking_eval.config import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -400,6 +404,27 @@ def smoke_multirun(sweep_dir: Path, *overrides: str, timeout: int = 600) -> subp
     """``python -m viking_eval -m experiment=smoke hydra.sweep.dir=SWEEP_DIR OVERRIDES`` (ADI,
     BM25 + TF-IDF dense) through :func:`run_cli`."""
     return run_cli("-m", "experiment=smoke", f"hydra.sweep.dir={sweep_dir}", *overrides, timeout=timeout)
+
+
+class RowEmbedder:
+    """A fake embedder over given vectors (tests of trees and probes): a document's text maps to
+    its row's vector; query ``q<row>`` is row ``row`` of ``queries`` (default: the document
+    vectors themselves)."""
+
+    name = "rows"
+
+    def __init__(
+        self, documents: Sequence[Document], vectors: np.ndarray, queries: np.ndarray | None = None
+    ) -> None:
+        self.dim = vectors.shape[1]
+        self.vectors = vectors
+        self.queries = vectors if queries is None else queries
+        self.row_of_text = {doc.full_text: row for row, doc in enumerate(documents)}
+
+    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray:
+        if kind == "query":
+            return self.queries[[int(text[1:]) for text in texts]]
+        return self.vectors[[self.row_of_text[text] for text in texts]]
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import RowEmbedder
 
 from retrievers import Document, StoreConfig
 from retrievers.builders import build_store
@@ -22,7 +23,7 @@ from retrievers.hierarchical.leaf_probe import row_dots
 from retrievers.hierarchical.scoring import NodeScores
 from retrievers.params import ParamError
 from retrievers.store import ContextStore
-from retrievers.types import EncodeKind, RetrievalResult
+from retrievers.types import RetrievalResult
 
 WORDS = [f"{a}{b}{c}" for a in "bdkmpst" for b in "aeiou" for c in "lnrx"]
 N_DOCS = 2000
@@ -34,24 +35,6 @@ TREE = {
     "directory_vector": "centroid",
     "overview": False,
 }
-
-
-class RowEmbedder:
-    """Document texts map to their rows' vectors; query ``q<row>`` is that row's vector plus a
-    fixed perturbation (so a query is not a document)."""
-
-    name = "rows"
-
-    def __init__(self, documents: Sequence[Document], vectors: np.ndarray, queries: np.ndarray) -> None:
-        self.dim = vectors.shape[1]
-        self.vectors = vectors
-        self.queries = queries
-        self.row_of_text = {doc.full_text: row for row, doc in enumerate(documents)}
-
-    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray:
-        if kind == "query":
-            return self.queries[[int(text[1:]) for text in texts]]
-        return self.vectors[[self.row_of_text[text] for text in texts]]
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

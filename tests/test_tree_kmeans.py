@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import faiss
 import numpy as np
 import pytest
+from conftest import RowEmbedder
 from threadpoolctl import threadpool_limits
 
 from retrievers import Document, StoreConfig
@@ -21,7 +22,6 @@ from retrievers.builders.tree_texts import Extractor
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.params import ParamError
 from retrievers.store.hierarchy_config import HierarchyConfig
-from retrievers.types import EncodeKind
 
 WORDS = [f"{a}{b}{c}" for a in "bdkmpst" for b in "aeiou" for c in "lnrx"]  # 140 words
 
@@ -41,22 +41,6 @@ def corpus(n: int, clusters: int = 12, seed: int = 7) -> tuple[list[Document], n
         words += rng.choice(WORDS, size=6).tolist()
         documents.append(Document(id=f"d{ids[row]:05d}", text=" ".join(words), title=f"title {row}"))
     return documents, vectors
-
-
-class RowEmbedder:
-    """Document texts map to their rows' vectors; queries are ``q<row>``: that row's vector."""
-
-    name = "rows"
-
-    def __init__(self, documents: Sequence[Document], vectors: np.ndarray) -> None:
-        self.dim = vectors.shape[1]
-        self.vectors = vectors
-        self.row_of_text = {doc.full_text: row for row, doc in enumerate(documents)}
-
-    def encode(self, texts: Sequence[str], *, kind: EncodeKind) -> np.ndarray:
-        if kind == "query":
-            return self.vectors[[int(text[1:]) for text in texts]]
-        return self.vectors[[self.row_of_text[text] for text in texts]]
 
 
 FAISS = {"builder": "kmeans", "kmeans": "faiss", "max_leaf_size": 16, "branching_factor": 4}
