@@ -358,3 +358,22 @@ def test_a_metric_deeper_than_the_run_is_computed_warned_and_marked(
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert "<th>R@100 (depth 10)</th>" in page and "Warning: metric deeper than the run." in page
     assert "<th>R@10 (depth" not in page  # only the deeper one is marked
+
+
+def test_a_store_index_refuses_exactly_the_ids_a_dict_of_the_corpus_refuses() -> None:
+    """check_results asks a store's id index about a whole result list at once; it must refuse the
+    same doc ids as a membership test in the corpus: an id padded with NUL, the empty id, an id
+    longer than every stored one, a near miss, whatever the characters."""
+    from retrievers.store.ids import IdColumn, RowIndex
+
+    corpus = {doc_id: None for doc_id in ("a", "abc", "é", "zz", "d\u00e9j\u00e0")}
+    index = RowIndex(IdColumn.from_strings(sorted(corpus)))
+    asked = ["abc\x00", "", "abcd" * 10, "b", "ab", "déjà", "é", "zz", "a"]
+    for doc_id in asked:
+        results = [RetrievalResult(doc_id, 1.0)]
+        for known in (corpus, index):
+            if doc_id in corpus:
+                assert check_results("r", "q", results, known, 10) == results
+            else:
+                with pytest.raises(RetrieverContractError, match="is not a document of the corpus"):
+                    check_results("r", "q", results, known, 10)

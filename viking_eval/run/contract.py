@@ -21,6 +21,9 @@ import math
 import numbers
 from collections.abc import Container, Sequence
 
+import numpy as np
+
+from retrievers.store.ids import RowIndex
 from retrievers.types import RetrievalResult
 from viking_eval.data import DataError
 
@@ -83,6 +86,7 @@ def check_results(
             f"{len(results)} results for top_k={top_k}; return at most top_k (run.top_k), the depth "
             "every metric and the run file assume",
         )
+    unknown = _unknown_ranks(results, known)
     seen: dict[str, int] = {}
     checked: list[RetrievalResult] = []
     for rank, result in enumerate(results, start=1):
@@ -115,7 +119,7 @@ def check_results(
                 f"doc {doc_id!r} is returned twice (results {seen[doc_id]} and {rank}); each doc id at most once",
             )
         seen[doc_id] = rank
-        if doc_id not in known:
+        if rank in unknown:
             raise RetrieverContractError(
                 retriever,
                 query_id,
@@ -123,3 +127,20 @@ def check_results(
             )
         checked.append(result)
     return checked
+
+
+def _unknown_ranks(results: Sequence[object], known: Container[str]) -> set[int]:
+    """The ranks (from 1) of results whose doc id is a string that is not in ``known``. A store's
+    id index (:class:`~retrievers.store.ids.RowIndex`) answers for the whole list in one binary
+    search (a lookup a result took most of the check's time); the ids it cannot hold as fixed-width
+    bytes (empty, or holding NUL) are not documents, as its own lookup says."""
+    ids = [(rank, getattr(result, "doc_id", None)) for rank, result in enumerate(results, start=1)]
+    strings = [(rank, doc_id) for rank, doc_id in ids if isinstance(doc_id, str)]
+    if not isinstance(known, RowIndex):
+        return {rank for rank, doc_id in strings if doc_id not in known}
+    storable = [(rank, doc_id) for rank, doc_id in strings if doc_id and "\x00" not in doc_id]
+    unknown = {rank for rank, doc_id in strings if not doc_id or "\x00" in doc_id}
+    if storable:
+        rows = known.rows(np.array([doc_id.encode("utf-8") for _, doc_id in storable], dtype=np.bytes_))
+        unknown.update(rank for (rank, _), row in zip(storable, rows.tolist(), strict=True) if row < 0)
+    return unknown
