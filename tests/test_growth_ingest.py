@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import compose_settings
 from incremental_cases import HashEmbedder, make_doc
-from test_growth_protocol import _write_dataset
+from test_growth_protocol import write_dataset
 
 from retrievers import StoreConfig
 from viking_eval.config import ConfigError
@@ -40,7 +40,7 @@ def _per_query(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_added_and_rebuilt_memories_rank_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VIKING_EVAL_CACHE", str(tmp_path / "cache"))
-    folder = _write_dataset(tmp_path / "conv")
+    folder = write_dataset(tmp_path / "conv")
     runs = {}
     for how in ("add", "rebuild"):
         settings = compose_settings(

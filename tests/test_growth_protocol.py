@@ -72,7 +72,7 @@ def _doc_id(conversation: str, session: int, turn: int) -> str:
     return f"{conversation}_D{session}:{turn}"
 
 
-def _write_dataset(folder: Path) -> Path:
+def write_dataset(folder: Path) -> Path:
     folder.mkdir(parents=True)
     corpus, sessions = [], []
     for conversation, by_session in TURNS.items():
@@ -118,7 +118,7 @@ def _write_dataset(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def dataset_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _write_dataset(tmp_path_factory.mktemp("growth") / "conv")
+    return write_dataset(tmp_path_factory.mktemp("growth") / "conv")
 
 
 def _settings(folder: Path, *overrides: str) -> Any:

@@ -170,7 +170,7 @@ def _parse(path: Path) -> PageParser:
     return parser
 
 
-def _decode_png(uri: str) -> np.ndarray:
+def decode_png(uri: str) -> np.ndarray:
     assert uri.startswith("data:image/png;base64,")
     data = base64.b64decode(uri.split(",", 1)[1], validate=True)
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -207,7 +207,7 @@ def test_report_html_is_self_contained_with_best_in_bold_and_markers(
     assert r100[4][2] == "10 / 25 / 0"
     assert len(page.images) == 4  # wins/ties/losses, per-query differences, latency, stages
     for uri in page.images:
-        pixels = _decode_png(uri)
+        pixels = decode_png(uri)
         assert pixels.shape[0] > 200 and pixels.shape[1] > 600 and pixels.std() > 0.05
 
 
@@ -246,13 +246,13 @@ def test_sweep_html_embeds_the_sweep_plots(tmp_path: Path) -> None:
     plots = sorted(path.name for path in sweep.glob("*.png"))
     assert plots and len(page.images) == len(plots)
     for uri in page.images:
-        assert _decode_png(uri).std() > 0.01
+        assert decode_png(uri).std() > 0.01
 
 
 # --------------------------------------------------------------------------- in a real browser
 
 
-def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None
     command = [
         CHROMIUM,
@@ -294,7 +294,7 @@ def test_console_detection_catches_a_broken_page(tmp_path: Path) -> None:
     bad.write_text(
         '<!DOCTYPE html><html><body><script>console.error("boom"); missing();</script></body></html>'
     )
-    done = _chromium(bad, tmp_path / "profile", "--dump-dom")
+    done = run_chromium(bad, tmp_path / "profile", "--dump-dom")
     messages = console_messages(done.stderr)
     assert any("boom" in message for message in messages), done.stderr[-2000:]
     assert any("missing is not defined" in message for message in messages)
@@ -305,7 +305,7 @@ def test_console_detection_catches_a_broken_page(tmp_path: Path) -> None:
 def test_report_html_in_headless_chromium(smoke: tuple[RunSummary, Settings], tmp_path: Path) -> None:
     summary, _ = smoke
     report = summary.output_dir / "report.html"
-    dom = _chromium(report, tmp_path / "profile", "--dump-dom")
+    dom = run_chromium(report, tmp_path / "profile", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_messages(dom.stderr) == []
     rendered = PageParser()
@@ -316,7 +316,7 @@ def test_report_html_in_headless_chromium(smoke: tuple[RunSummary, Settings], tm
         src.startswith("data:image/png;base64,") for src in rendered.images
     )
     screenshot = tmp_path / "report.png"
-    shot = _chromium(report, tmp_path / "profile", f"--screenshot={screenshot}", "--window-size=1280,2000")
+    shot = run_chromium(report, tmp_path / "profile", f"--screenshot={screenshot}", "--window-size=1280,2000")
     assert shot.returncode == 0 and console_messages(shot.stderr) == []
     pixels = matplotlib.image.imread(screenshot)
     assert pixels.shape[:2] == (2000, 1280)

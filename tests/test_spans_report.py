@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import compose_settings, shared_data_env
 from matplotlib.colors import to_rgb
-from test_report_html import CHROMIUM, PageParser, _chromium, _decode_png, console_messages
+from test_report_html import CHROMIUM, PageParser, console_messages, decode_png, run_chromium
 
 from viking_eval.config import ConfigError
 from viking_eval.report.stages import STAGE_COLORS
@@ -98,7 +98,7 @@ def test_report_has_a_stacked_bar_and_a_stage_table_for_every_family(families: R
     named = {row[0][2] for row in table[1:]}
     assert named == {"bm25", "dense", *FAMILIES}
     assert {row[0][2] for row in page.tables["memory"][1:]} == named
-    bar = _decode_png(page.images[-1])  # the stacked bar is the page's last figure
+    bar = decode_png(page.images[-1])  # the stacked bar is the page's last figure
     assert bar.shape[0] > 200 and bar.shape[1] > 600
     pixels = bar[..., :3].reshape(-1, 3)
     for stage in ("encode", "bm25", "legs", "traverse", "strategies", "other"):
@@ -117,7 +117,7 @@ def test_report_has_a_stacked_bar_and_a_stage_table_for_every_family(families: R
 def test_the_stage_breakdown_renders_in_headless_chromium(families: RunSummary, tmp_path: Path) -> None:
     assert families.output_dir is not None
     report = families.output_dir / "report.html"
-    dom = _chromium(report, tmp_path / "profile", "--dump-dom")
+    dom = run_chromium(report, tmp_path / "profile", "--dump-dom")
     assert dom.returncode == 0 and console_messages(dom.stderr) == []
     rendered = PageParser()
     rendered.feed(dom.stdout)
@@ -128,7 +128,7 @@ def test_the_stage_breakdown_renders_in_headless_chromium(families: RunSummary, 
         assert stages[-1] == "other" and len(stages) >= 3, (name, stages)
     assert rendered.images[-1].startswith("data:image/png;base64,")
     shot = tmp_path / "report.png"
-    done = _chromium(report, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,6000")
+    done = run_chromium(report, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,6000")
     assert done.returncode == 0 and console_messages(done.stderr) == []
     pixels = matplotlib.image.imread(shot)[..., :3].reshape(-1, 3)
     colour = np.asarray(to_rgb(STAGE_COLORS["traverse"]))  # only the stacked bar uses it
