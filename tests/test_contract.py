@@ -363,12 +363,12 @@ def test_a_metric_deeper_than_the_run_is_computed_warned_and_marked(
 def test_a_store_index_refuses_exactly_the_ids_a_dict_of_the_corpus_refuses() -> None:
     """check_results asks a store's id index about a whole result list at once; it must refuse the
     same doc ids as a membership test in the corpus: an id padded with NUL, the empty id, an id
-    longer than every stored one, a near miss, whatever the characters."""
+    longer than every stored one, a near miss, a lone surrogate, whatever the characters."""
     from retrievers.store.ids import IdColumn, RowIndex
 
     corpus = {doc_id: None for doc_id in ("a", "abc", "é", "zz", "d\u00e9j\u00e0")}
     index = RowIndex(IdColumn.from_strings(sorted(corpus)))
-    asked = ["abc\x00", "", "abcd" * 10, "b", "ab", "déjà", "é", "zz", "a"]
+    asked = ["abc\x00", "", "abcd" * 10, "b", "ab", "déjà", "é", "zz", "a", "\ud800"]
     for doc_id in asked:
         results = [RetrievalResult(doc_id, 1.0)]
         for known in (corpus, index):

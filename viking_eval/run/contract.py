@@ -133,14 +133,28 @@ def _unknown_ranks(results: Sequence[object], known: Container[str]) -> set[int]
     """The ranks (from 1) of results whose doc id is a string that is not in ``known``. A store's
     id index (:class:`~retrievers.store.ids.RowIndex`) answers for the whole list in one binary
     search (a lookup a result took most of the check's time); the ids it cannot hold as fixed-width
-    bytes (empty, or holding NUL) are not documents, as its own lookup says."""
-    ids = [(rank, getattr(result, "doc_id", None)) for rank, result in enumerate(results, start=1)]
-    strings = [(rank, doc_id) for rank, doc_id in ids if isinstance(doc_id, str)]
+    bytes (empty, holding NUL, or not encodable as UTF-8) are not documents."""
+    strings = [
+        (rank, result.doc_id)
+        for rank, result in enumerate(results, start=1)
+        if isinstance(result, RetrievalResult) and isinstance(result.doc_id, str)
+    ]
     if not isinstance(known, RowIndex):
         return {rank for rank, doc_id in strings if doc_id not in known}
-    storable = [(rank, doc_id) for rank, doc_id in strings if doc_id and "\x00" not in doc_id]
-    unknown = {rank for rank, doc_id in strings if not doc_id or "\x00" in doc_id}
-    if storable:
-        rows = known.rows(np.array([doc_id.encode("utf-8") for _, doc_id in storable], dtype=np.bytes_))
-        unknown.update(rank for (rank, _), row in zip(storable, rows.tolist(), strict=True) if row < 0)
+    unknown: set[int] = set()
+    ranks: list[int] = []
+    encoded: list[bytes] = []
+    for rank, doc_id in strings:
+        try:
+            data = doc_id.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no stored id (check_id encodes every one)
+            data = b""
+        if not data or b"\x00" in data:
+            unknown.add(rank)
+        else:
+            ranks.append(rank)
+            encoded.append(data)
+    if encoded:
+        rows = known.rows(np.array(encoded, dtype=np.bytes_))
+        unknown.update(rank for rank, row in zip(ranks, rows.tolist(), strict=True) if row < 0)
     return unknown
