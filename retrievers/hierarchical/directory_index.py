@@ -71,15 +71,7 @@ class DirectoryIVF:
     ) -> tuple[FloatArray, IntArray]:
         """The best ``limit`` records among those found in the ``nprobe`` nearest lists and
         ``allowed`` (bool per record), by exact score desc then record asc."""
-        import faiss
-
-        params = faiss.SearchParametersIVF()
-        params.nprobe = min(nprobe, self.nlist)
-        query = np.ascontiguousarray(vector[None, :], dtype=np.float32)
-        fetch = min(self.vectors.shape[0], max(4 * limit, 64))
-        with one_faiss_thread():
-            _, found = self._index.search(query, fetch, params=params)
-        records = found[0][found[0] >= 0].astype(np.int64)
+        records = self.candidates(vector, max(4 * limit, 64), nprobe)
         records = records[allowed[records]]
         if records.size == 0:
             return np.zeros(0, dtype=np.float64), records

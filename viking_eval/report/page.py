@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from viking_eval.report.html_parts import (
 )
 from viking_eval.report.markdown import latency_note, stats_text
 from viking_eval.report.plots import differences_figure, latency_figure, win_tie_loss_figure
-from viking_eval.report.stages import memory_table_html, stages_figure, stages_table_html
+from viking_eval.report.stages import memory_table_html, stages_figure, stages_table_html, top_level
 from viking_eval.results.layout import REPORTED_FILES
 
 if TYPE_CHECKING:
@@ -190,25 +190,26 @@ FIGURES_LEFT_OUT = (
 )
 
 
-def _figure(summary: RunSummary, figure: Figure, alt: str, caption: str) -> str:
-    """``figure`` drawn into the page, or nothing in a sweep job's report (:data:`FIGURES_LEFT_OUT`)."""
+def _figure(summary: RunSummary, draw: Callable[[], Figure | None], alt: str, caption: str) -> list[str]:
+    """The figure ``draw`` makes, drawn into the page (no line when it makes none); in a sweep
+    job's report nothing is built or drawn (:data:`FIGURES_LEFT_OUT`)."""
     if summary.phase == "tune":
-        return ""
-    return figure_html(png_data_uri(figure), alt, caption)
+        return []
+    figure = draw()
+    return [] if figure is None else [figure_html(png_data_uri(figure), alt, caption)]
 
 
 def _stages_section(summary: RunSummary) -> str:
     """Where the time goes: the stacked bar per retriever, the stage table, memory (report/stages.py)."""
     results = summary.results
-    figure = stages_figure(results)
-    if figure is None:
+    if not any(top_level(result) for result in results):
         return ""
     return "".join(
         [
             '<section id="where-the-time-goes"><h2>Where the time goes</h2>',
-            _figure(
+            *_figure(
                 summary,
-                figure,
+                lambda: stages_figure(results),
                 "mean ms per query by stage, a stacked bar per retriever",
                 "Each bar: the retriever's top-level stages' mean ms per timed query, <code>other</code> "
                 "the rest of its mean total; every span is in <code>spans/&lt;retriever&gt;.csv</code>.",
@@ -291,43 +292,32 @@ def report_html(summary: RunSummary, settings: Settings, environment: dict[str, 
             "effect sizes: Cohen's d<sub>z</sub> (mean / sd of the differences), r<sub>rb</sub> the matched-pairs "
             "rank-biserial correlation (Wilcoxon). Every row is in <code>significance.csv</code>.</p>",
         ]
-        figure = win_tie_loss_figure(significance)
-        if figure is not None:
-            body.append(
-                _figure(
-                    summary,
-                    figure,
-                    "wins, ties and losses per retriever and metric",
-                    "Queries "
-                    "where each retriever scores higher (wins), the same (ties) or lower (losses) than the baseline.",
-                )
-            )
+        body += _figure(
+            summary,
+            lambda: win_tie_loss_figure(significance),
+            "wins, ties and losses per retriever and metric",
+            "Queries "
+            "where each retriever scores higher (wins), the same (ties) or lower (losses) than the baseline.",
+        )
         first_metric = settings.metrics[0].name
-        figure = differences_figure(summary, significance, first_metric)
-        if figure is not None:
-            body.append(
-                _figure(
-                    summary,
-                    figure,
-                    f"per-query differences on {first_metric}",
-                    f"Per-query {escape(first_metric)} minus the baseline's, largest gain first.",
-                )
-            )
+        body += _figure(
+            summary,
+            lambda: differences_figure(summary, significance, first_metric),
+            f"per-query differences on {first_metric}",
+            f"Per-query {escape(first_metric)} minus the baseline's, largest gain first.",
+        )
         body.append("</section>")
     elif len(summary.results) == 1:
         body.append(
             '<section><h2>Against the baseline</h2><p class="note">One retriever: nothing to compare.</p></section>'
         )
     body += ["<section><h2>Latency</h2>", _latency_split_table(summary.results)]
-    figure = latency_figure(summary.results)
-    if figure is not None:
-        body.append(
-            _figure(
-                summary,
-                figure,
-                "latency distribution per retriever",
-                "Each timed query's total time (query encoding + search), from <code>latency.json</code>.",
-            )
+    if any((result.latency or {}).get("samples_ms") for result in summary.results):
+        body += _figure(
+            summary,
+            lambda: latency_figure(summary.results),
+            "latency distribution per retriever",
+            "Each timed query's total time (query encoding + search), from <code>latency.json</code>.",
         )
     else:
         body.append('<p class="note">No per-query latency samples (run.latency.n_queries = 0).</p>')
