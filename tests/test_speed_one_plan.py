@@ -1,5 +1,6 @@
-"""Issue 30, IVF-PQ refinement at 10k: the one-query plan kept per (k, knobs) and IVF-PQ's heap
-into per-thread arrays (retrievers/index/ann_one.py), bit for bit against the general path
+"""Issue 30, IVF-PQ refinement at 10k: the one-query plan kept per (k, knobs), faiss's results
+in per-thread arrays and IVF-PQ's candidates rescored by one compiled call
+(retrievers/index/ann_one.py, retrievers/index/exact_kernel.py), bit for bit against the general path
 (the same query as a (1, dim) matrix) and the previous path (faiss asked for the contract's
 candidates, every one rescored: tests/test_ann_fast_path.py's ``previous``).
 
@@ -13,7 +14,6 @@ import functools
 import threading
 from typing import Any
 
-import faiss
 import numpy as np
 import pytest
 from test_ann_fast_path import assert_same, previous, tied_corpus
@@ -21,8 +21,6 @@ from test_ann_fast_path import assert_same, previous, tied_corpus
 from retrievers.index import ExactVectorIndex, FaissVectorIndex
 from retrievers.index import ann as ann_module
 from retrievers.index import ann_one as ann_one_module
-from retrievers.index.ann_one import refined_one
-from retrievers.index.rescore import refined_top
 from retrievers.store.vector_index_config import VectorIndexConfig
 
 
@@ -127,7 +125,7 @@ def test_the_index_own_knob_is_read_at_each_search(kind: str) -> None:
 
 
 def test_a_result_is_not_overwritten_by_the_next_query() -> None:
-    """faiss's arrays and IVF-PQ's heap are reused by the thread's next query: a result keeps
+    """faiss's arrays are reused by the thread's next query: a result keeps
     its own copies (a view would change under the caller)."""
     for kind in ("ivf_pq", "ivf_flat", "hnsw"):
         index, queries = built(kind)
@@ -153,31 +151,3 @@ def test_threads_do_not_share_their_arrays() -> None:
         thread.join()
     for results in found.values():
         assert_same(results, want * 30)
-
-
-def test_refined_one_equals_refined_top() -> None:
-    rng = np.random.default_rng(46)
-    vectors = rng.standard_normal((300, 16)).astype(np.float32)
-    vectors[40:60] = vectors[2]  # ties among the float32 scores
-    queries = rng.standard_normal((4, 16)).astype(np.float32)
-    labels = np.stack([rng.choice(300, size=40, replace=False) for _ in range(4)]).astype(np.int64)
-    labels[0, :20] = np.arange(40, 60)
-    labels[1, 30:] = -1  # faiss found 30
-    labels[2, 6:] = -1  # fewer than wanted
-    for i in range(4):
-        scores, rows, missing = refined_top(faiss, vectors, queries[i : i + 1], labels[i : i + 1], 12)
-        found = refined_one(faiss, vectors, queries[i], labels[i : i + 1], 12)
-        assert missing == [] and found is not None
-        assert found[1].tobytes() == rows[0].tobytes() and found[0].tobytes() == scores[0].tobytes()
-
-
-def test_refined_one_reports_a_candidate_its_heap_dropped() -> None:
-    """A product that overflows to -inf never enters faiss's heap: None, so the general path
-    scores every candidate (tests/test_speed_one_query.py: and answers as before)."""
-    vectors = np.zeros((6, 4), dtype=np.float32)
-    vectors[:, 1] = np.arange(6, dtype=np.float32)
-    vectors[0, 0] = -3e38
-    query = np.array([10, 1, 0, 0], dtype=np.float32)
-    assert refined_one(faiss, vectors, query, np.array([[0, 2, 5, -1]], dtype=np.int64), 4) is None
-    found = refined_one(faiss, vectors, query, np.array([[2, 5, -1]], dtype=np.int64), 3)
-    assert found is not None and found[1].tolist() == [5, 2, -1]  # nothing dropped: -1 is no row

@@ -59,9 +59,9 @@ def test_one_query_equals_the_general_path_and_hands_over_at_ties(
     monkeypatch.setattr(ann_module, "one_query", spy)
     knobs = KNOBS[kind]
     lean = [index.search(query, 10, **knobs)[0] for query in queries]
-    # flat, HNSW and IVF-PQ ask for 2k first: all within the band at the tied queries 0 and 1;
-    # IVF-Flat's 2k are its contract's, so it never asks again
-    tied = [kind != "ivf_flat"] * 2
+    # flat and HNSW ask for 2k first, IVF-Flat for k + 1: all within the band at the tied
+    # queries 0 and 1; IVF-PQ's 600 are all rescored, so it never asks again
+    tied = [kind != "ivf_pq"] * 2
     assert spy.answered == [not tie for tie in tied] + [True] * 10
     general = [index.search(query[None, :], 10, **knobs)[0] for query in queries]  # (1, dim): general
     assert len(spy.answered) == 12
@@ -167,7 +167,7 @@ def test_a_query_whose_heap_dropped_a_candidate_is_scored_in_full(monkeypatch: p
     assert_same(index.search(queries, 10, **knobs), want)
     spy = OneQuerySpy()
     monkeypatch.setattr(ann_module, "one_query", spy)
-    monkeypatch.setattr(ann_one_module, "refined_one", lambda *args: None)  # its heap dropped one
+    monkeypatch.setattr(ann_one_module, "exact_top", lambda *args: None)  # a score not finite
     monkeypatch.setattr(ann_module, "refined_top", refined_top)
     assert_same([index.search(queries[4], 10, **knobs)[0]], want[4:5])
     assert spy.answered == [False]  # handed over to the general path

@@ -22,13 +22,16 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
   index scores them (float32 products, numpy's pairwise sum per row: the same value in any batch;
   the others cannot enter the top k), and the top ``k`` are returned by (score desc, row asc), the
   whole batch at once (:func:`~retrievers.index.rescore.band_top`). HNSW gives its best ``2k``
-  first (the same walk, the top of the same list); a query whose ``2k`` all lie within the band
-  asks again for ``max(k, efSearch)``: the same results. IVF-PQ's quantised distances have no such
-  bound: faiss's float32 dot products over the exact index's matrix pick the best ``2k`` of its
-  candidates (``IndexRefineFlat``'s step in C++, no copy: ``refined_top``), cut as above; if all
-  ``2k`` lie within the band, every candidate is. The codes only choose, so recall follows how
-  many it asks for more than ``nprobe`` (docs/scale.md). One unmasked query takes these steps
-  with a plan kept per ``k`` and knobs (:mod:`retrievers.index.ann_one`).
+  first (the same walk, the top of the same list) and IVF-Flat its best ``k + 1`` (a smaller
+  heap); a query whose candidates all lie within the band asks again for the contract's: the
+  same results (every candidate that can reach the top k is within the band, so among the first
+  asked unless all of them are). IVF-PQ's quantised distances have no such bound: faiss's float32
+  dot products over the exact index's matrix pick the best ``2k`` of a batch's candidates
+  (``IndexRefineFlat``'s step in C++, no copy: ``refined_top``), cut as above; if all ``2k`` lie
+  within the band, every candidate is. The codes only choose, so recall follows how many it asks
+  for more than ``nprobe`` (docs/scale.md). One unmasked query takes these steps with a plan kept
+  per ``k`` and knobs, and one compiled call scores its candidates (IVF-PQ: all of them) and keeps
+  its top (:mod:`retrievers.index.ann_one`, :mod:`retrievers.index.exact_kernel`).
 * **Batch == single, bit for bit.** HNSW walks each query on its own, so a batch goes to faiss
   at once. So does flat's, though faiss rounds a batch differently from one query: its ``2k``
   candidates only choose, and a query whose last candidate is still within the band of the

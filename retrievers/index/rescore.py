@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.index.exact_kernel import ASK_AGAIN, exact_top
 from retrievers.index.vectors import Hits
 
 __all__ = ["band_top", "float32_scores", "one_top", "refined_top", "rescore"]
@@ -205,11 +206,19 @@ def one_top(
     check_gap: bool,
     ranked: bool,
 ) -> tuple[Float32Array, IndexArray] | None:
-    """:func:`band_top` for one query (the latency path): the same steps on 1-D arrays, in as
-    few numpy calls as they take (each costs a microsecond or more after faiss's search: the cut
-    of faiss's ranked candidates is done on Python floats, exact doubles of the float32 scores).
+    """:func:`band_top` for one query (the latency path): the same steps on 1-D arrays. Ranked
+    candidates (faiss's results) are cut, scored and ranked by one compiled call
+    (:func:`~retrievers.index.exact_kernel.exact_top`); when it cannot, numpy's calls below do
+    the same (the cut of faiss's ranked candidates on Python floats, exact doubles of the
+    float32 scores).
     None: every candidate lies within the band (with ``check_gap``), so the caller asks again.
     The result never aliases ``labels`` or ``scores`` (faiss's arrays, reused by the next call)."""
+    if ranked:  # compiled, the same cut and the same bits (numpy below when it cannot)
+        found = exact_top(vectors, query, labels, length, ranked=scores, band=band, check_gap=check_gap)
+        if not isinstance(found, str):
+            return found
+        if found == ASK_AGAIN:
+            return None
     if labels.item(-1) < 0:  # faiss fills the rows it did not find with -1, at the end
         present = labels >= 0
         labels, scores, check_gap = labels[present], scores[present], False
