@@ -59,7 +59,7 @@ def test_one_query_equals_the_general_path_and_hands_over_at_ties(
     monkeypatch.setattr(ann_module, "one_query", spy)
     knobs = KNOBS[kind]
     lean = [index.search(query, 10, **knobs)[0] for query in queries]
-    # flat and HNSW ask for 2k first, IVF-Flat for k + 1: all within the band at the tied
+    # flat and HNSW ask for 2k first, IVF-Flat for k + 3: all within the band at the tied
     # queries 0 and 1; IVF-PQ's 600 are all rescored, so it never asks again
     tied = [kind != "ivf_pq"] * 2
     assert spy.answered == [not tie for tie in tied] + [True] * 10

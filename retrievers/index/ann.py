@@ -22,7 +22,7 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
   index scores them (float32 products, numpy's pairwise sum per row: the same value in any batch;
   the others cannot enter the top k), and the top ``k`` are returned by (score desc, row asc), the
   whole batch at once (:func:`~retrievers.index.rescore.band_top`). HNSW gives its best ``2k``
-  first (the same walk, the top of the same list) and IVF-Flat its best ``k + 1`` (a smaller
+  first (the same walk, the top of the same list) and IVF-Flat its best ``k + 3`` (a smaller
   heap); a query whose candidates all lie within the band asks again for the contract's: the
   same results (every candidate that can reach the top k is within the band, so among the first
   asked unless all of them are). IVF-PQ's quantised distances have no such bound: faiss's float32

@@ -386,25 +386,19 @@ def exact_top(
     is not finite."""
     scores = _NO_SCORES if ranked is None else ranked
     if not (
-        vectors.dtype == np.float32
-        and query.dtype == np.float32
-        and labels.dtype == np.int64
-        and scores.dtype == np.float32
-        and vectors.ndim == 2
-        and vectors.flags.c_contiguous
-        and query.flags.c_contiguous
-        and labels.flags.c_contiguous
-        and scores.flags.c_contiguous
-        and query.shape == (vectors.shape[1],)
+        vectors.ndim == 2
+        and query.shape == (vectors.shape[1],)  # (the compiled code reads them unchecked)
         and (ranked is None or ranked.shape == labels.shape)
-        and labels.ndim == 1
         and length > 0
     ):
         return NUMPY
     top_scores = np.empty(length, dtype=np.float32)
     top_rows = np.empty(length, dtype=np.int64)
     program = pairwise_program(vectors.shape[1])
-    kept = _compiled()(vectors, query, labels, scores, band, check_gap, program, top_scores, top_rows)
+    try:  # numba checks the dtypes, dimensions and C order against the signature
+        kept = _compiled()(vectors, query, labels, scores, band, check_gap, program, top_scores, top_rows)
+    except TypeError:
+        return NUMPY
     if kept < 0:
         return ASK_AGAIN if kept == -2 else NUMPY
     return top_scores[:kept], top_rows[:kept]

@@ -73,11 +73,12 @@ def candidate_counts(
     kind: str, k: int, n_allowed: int, ef_search: int | None, refine_factor: int | None
 ) -> tuple[int, int, int]:
     """(the candidates the contract asks faiss for, those asked first: flat's and HNSW's best
-    2k, IVF-Flat's best k + 1, those that leave no allowed row unseen: flat's contract is every
+    2k, IVF-Flat's best k + 3, those that leave no allowed row unseen: flat's contract is every
     row) of a search of ``k`` among ``n_allowed`` rows (``retrievers.index.ann``'s module
     docstring). ``ef_search`` (HNSW) and ``refine_factor`` (IVF-PQ) are the call's, resolved by
-    the caller. IVF-Flat's heap of k + 1 costs faiss less than one of 2k (3-5 us of a 45 us
-    query at 10k rows); a query whose k + 1 all lie within the band asks again for 2k."""
+    the caller. IVF-Flat's heap of k + 3 costs faiss less than one of 2k (3-5 us of a 45 us
+    query at 10k rows); a query whose k + 3 all lie within the band asks again for 2k (none of
+    benchmarks/speed.py's 64 queries at 10k; with k + 1, 6 of them did)."""
     fetch = 2 * k
     if kind == "hnsw" and ef_search is not None:
         fetch = max(k, ef_search)
@@ -87,7 +88,7 @@ def candidate_counts(
     if kind in ("flat", "hnsw"):
         asked = min(fetch, 2 * k)
     elif kind == "ivf_flat":
-        asked = min(fetch, k + 1)
+        asked = min(fetch, k + 3)
     else:
         asked = fetch
     return fetch, asked, n_allowed if kind == "flat" else fetch
