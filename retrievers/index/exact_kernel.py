@@ -331,8 +331,8 @@ def _compiled() -> Any:
 
             config: Any = numba_config  # its settings are read from the environment at import
 
-            before = config.SLP_VECTORIZE, config.DISABLE_JIT
-            config.SLP_VECTORIZE = 1  # read when a function's passes are made
+            before = getattr(config, "SLP_VECTORIZE", 0), config.DISABLE_JIT
+            config.SLP_VECTORIZE = 1  # read when a function's passes are made (numba >= 0.59)
             config.DISABLE_JIT = 0  # compiled even then: interpreted, a query would take 1,000x longer
             try:
                 # inlined where _top calls them (compiled there only: no signature of their own)
