@@ -5,12 +5,19 @@ rows outside the matrix handed back to numpy; its cut of faiss's ranked candidat
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from retrievers.index import rescore as rescore_module
 from retrievers.index.exact_kernel import ASK_AGAIN, NUMPY, exact_top, pairwise_program
 from retrievers.index.rescore import one_top, rescore
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def numpy_top(
@@ -169,3 +176,28 @@ def test_a_memory_mapped_matrix_is_read_in_place(tmp_path) -> None:  # type: ign
     reopened = np.memmap(tmp_path / "v.f32", dtype=np.float32, mode="r", shape=vectors.shape)
     rows = np.arange(40, dtype=np.int64)
     assert_bits(exact_top(reopened, vectors[5], rows, 6), numpy_top(vectors, vectors[5], rows, 6))
+
+
+def test_it_is_compiled_when_numba_is_off_and_its_environment_changed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A fresh process with NUMBA_DISABLE_JIT=1 (as this test session sets for ranx) that changes
+    a NUMBA_* variable after importing numba (as test_fusion_methods.py does): numba's compiler
+    re-reads its environment mid-compilation, which once undid the settings the kernel is
+    compiled with (an AttributeError in two tests of a full run)."""
+    script = (
+        "import os, numpy as np, numba\n"
+        f"os.environ['NUMBA_CACHE_DIR'] = {str(tmp_path)!r}\n"
+        "from retrievers.index import exact_kernel\n"
+        "vectors = np.random.default_rng(0).standard_normal((100, 32)).astype(np.float32)\n"
+        "found = exact_kernel.exact_top(vectors, vectors[3], np.arange(20), 5)\n"
+        "print(found[1].tolist(), type(exact_kernel._COMPILED).__name__, len(exact_kernel._COMPILED.signatures))\n"
+    )
+    environment = {**os.environ, "NUMBA_DISABLE_JIT": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows, kind, signatures = done.stdout.split("] ")[0] + "]", *done.stdout.split("] ")[1].split()
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((100, 32)).astype(np.float32)
+    assert rows == str(numpy_top(vectors, vectors[3], np.arange(20), 5)[1].tolist())
+    assert kind == "CPUDispatcher" and signatures == "1"

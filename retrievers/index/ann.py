@@ -29,9 +29,8 @@ ivf_pq     ``IndexIVFPQ``      those lists' product-quantised codes         ``np
   dot products over the exact index's matrix pick the best ``2k`` of a batch's candidates
   (``IndexRefineFlat``'s step in C++, no copy: ``refined_top``), cut as above; if all ``2k`` lie
   within the band, every candidate is. The codes only choose, so recall follows how many it asks
-  for more than ``nprobe`` (docs/scale.md). One unmasked query takes these steps with a plan kept
-  per ``k`` and knobs, and one compiled call scores its candidates (IVF-PQ: all of them) and keeps
-  its top (:mod:`retrievers.index.ann_one`, :mod:`retrievers.index.exact_kernel`).
+  for more than ``nprobe`` (docs/scale.md). One unmasked query: a plan kept per ``k`` and knobs,
+  one compiled call for the cut, the scores (IVF-PQ: of all) and the top (:mod:`.ann_one`).
 * **Batch == single, bit for bit.** HNSW walks each query on its own, so a batch goes to faiss
   at once. So does flat's, though faiss rounds a batch differently from one query: its ``2k``
   candidates only choose, and a query whose last candidate is still within the band of the

@@ -331,6 +331,10 @@ def _compiled() -> Any:
 
             config: Any = numba_config  # its settings are read from the environment at import
 
+            # numba's compiler re-reads every NUMBA_* variable when one changed since its last
+            # read (a test module sets NUMBA_CACHE_DIR), which would undo the two settings below
+            # half-way through: read them now, so the compiler finds nothing changed
+            config.reload_config()
             before = getattr(config, "SLP_VECTORIZE", 0), config.DISABLE_JIT
             config.SLP_VECTORIZE = 1  # read when a function's passes are made (numba >= 0.59)
             config.DISABLE_JIT = 0  # compiled even then: interpreted, a query would take 1,000x longer
