@@ -11,7 +11,7 @@ its halves' sums added; the reduction starts from its identity, 0.0 (so a sum of
 compiled by numba (no fast-math: nothing reassociated or fused, so every float32 operation
 rounds as numpy's does, on any CPU), for the given rows only, and keeps the top ``length`` by
 (score desc, row asc) as it goes. Equal to numpy bit for bit (tests/test_exact_kernel.py, every
-dimension from 1 to 1,100 and the common embedding sizes).
+dimension from 1 to 300 and the common embedding sizes up to 3,072).
 
 Why: an approximate index's one-query search rescores its candidates exactly, and in numpy that
 is a gather, a product, a sum and a sort, four calls of a microsecond or more each on a dozen
@@ -19,8 +19,8 @@ rows; IVF-PQ's 100 candidates took faiss's float32 heap (as ``IndexRefineFlat`` 
 them. One call here scores all of IVF-PQ's candidates exactly in less time than the heap
 (docs/scale.md, issue 30).
 
-The function is compiled on first use in a process (about a second; numba's on-disk cache is
-not used: it unpickles its index files), with LLVM's SLP vectoriser on for that compilation so
+The function is compiled on first use in a process (2.1-2.4 s on the machine docs/scale.md
+names; numba's on-disk cache is not used: it unpickles its index files), with LLVM's SLP vectoriser on for that compilation so
 the 8 accumulators become one vector register (lane-wise IEEE operations: the same results),
 and even when ``NUMBA_DISABLE_JIT`` is set (the test session sets it for ranx).
 """
