@@ -246,9 +246,13 @@ def shared_raw() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_data_home(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """A session data folder (``XDG_DATA_HOME``): tests never read or write the user's
-    ``data_home()``; subprocesses inherit it."""
+    """A session data folder (``XDG_DATA_HOME``) and cache (``VIKING_EVAL_CACHE``): tests never
+    read or write the user's ``data_home()`` or cache, not even from a module-scoped fixture,
+    which runs before ``_isolated_cache`` gives its first test a cache of its own (a module's
+    in-process smoke run once wrote its embeddings and fitted TF-IDF into ~/.cache/viking_eval);
+    subprocesses inherit both."""
     os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg_data"))
+    os.environ["VIKING_EVAL_CACHE"] = str(tmp_path_factory.mktemp("session_cache"))
 
 
 @pytest.fixture(autouse=True)

@@ -461,7 +461,7 @@ def test_tfidf_deterministic_name_and_vectors() -> None:
     b = TfidfEmbedder(dim=8, seed=3).fit(list(CORPUS))
     assert a.name == b.name
     # pinned: cache keys and tuned files hold this string (the hash is over CORPUS's texts)
-    assert a.name == "tfidf-svd:v2:8:3:1:100000:9b47994dbfc67833"
+    assert a.name == "tfidf-svd:v3:8:3:1:100000:9b47994dbfc67833"
     assert np.array_equal(a.encode(CORPUS, kind="document"), b.encode(CORPUS, kind="document"))
     assert TfidfEmbedder(dim=8, seed=3).fit([*CORPUS[:-1], "cats extra"]).name != a.name
     assert TfidfEmbedder(dim=8, seed=4).fit(CORPUS).name != a.name
@@ -469,6 +469,41 @@ def test_tfidf_deterministic_name_and_vectors() -> None:
     assert (
         TfidfEmbedder(dim=1).fit(["ab cd", "ef gh"]).name != TfidfEmbedder(dim=1).fit(["ab", "cd ef gh"]).name
     )
+
+
+@pytest.mark.needs_data
+def test_tfidf_fit_is_the_same_in_a_process_whose_blas_started_on_one_thread(shared_datasets: Path) -> None:
+    """OpenBLAS started on one thread rounded the SVD otherwise than once it ran on two (ADI's
+    basis differed); the fit runs on FIT_BLAS_THREADS threads in any process, so a one-thread
+    worker fits this process's bits (and the name, which cannot tell them apart, stays true)."""
+    from viking_eval.data import load_dataset
+
+    dataset = load_dataset(str(shared_datasets / "adi"), "test")
+    texts = [dataset.corpus[doc].text for doc in sorted(dataset.corpus)]
+    here = TfidfEmbedder(dim=64).fit(texts)
+    script = (
+        "import json, sys\n"
+        "from retrievers.embedders import TfidfEmbedder\n"
+        "texts = json.load(sys.stdin)\n"
+        "fitted = TfidfEmbedder(dim=64).fit(texts)\n"
+        "sys.stdout.write(fitted.name + ' ' + fitted._components.tobytes().hex())\n"
+    )
+    one_thread = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    one_thread["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), one_thread.get("PYTHONPATH", "")]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        env=one_thread,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    name, components = done.stdout.split(" ")
+    assert name == here.name
+    assert components == here._components.tobytes().hex()
 
 
 def test_tfidf_unfitted_raises() -> None:
@@ -486,7 +521,7 @@ def test_tfidf_dim_capped_and_reported() -> None:
     embedder = TfidfEmbedder(dim=256).fit(CORPUS)
     assert embedder.requested_dim == 256
     assert embedder.dim == 29  # n_docs - 1 (the vocabulary is larger)
-    assert embedder.name.startswith("tfidf-svd:v2:29:")
+    assert embedder.name.startswith("tfidf-svd:v3:29:")
     assert embedder.encode(CORPUS[:2], kind="document").shape == (2, 29)
     few_terms = TfidfEmbedder(dim=256).fit(["alpha beta gamma", "alpha beta", "gamma alpha", "beta"])
     assert few_terms.dim == 2  # n_features - 1 = 3 - 1
@@ -545,3 +580,22 @@ def test_a_fitted_embedder_is_cached_per_settings_and_corpus(tmp_path: Path) -> 
     )
     prepare_embedder(TfidfEmbedder(dim=3), dataset, cache, {"dim": 3})
     assert cache.builds == 2  # other settings: another entry
+
+
+def test_a_state_fitted_by_an_older_algorithm_is_fitted_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class's VERSION is part of the fitted state's key: after a bump the old state is not
+    found (load_fitted would refuse it with a ValueError, as it did for a v2 state under v3)."""
+    from retrievers import Document
+    from viking_eval.data import BeirDataset, DataIssues
+    from viking_eval.run.cache import ArtifactCache
+    from viking_eval.run.store import prepare_embedder
+
+    corpus = {f"d{i}": Document(f"d{i}", f"text {i} about topic{i % 3} and more words") for i in range(12)}
+    dataset = BeirDataset("tiny", "test", tmp_path, corpus, {}, {}, DataIssues(), {})
+    cache = ArtifactCache(tmp_path / "cache")
+    prepare_embedder(TfidfEmbedder(dim=4), dataset, cache, {"dim": 4})
+    monkeypatch.setattr(TfidfEmbedder, "VERSION", "v-next")
+    refitted = prepare_embedder(TfidfEmbedder(dim=4), dataset, cache, {"dim": 4})
+    assert cache.builds == 2 and refitted.name.startswith("tfidf-svd:v-next:")

@@ -50,10 +50,19 @@ class TfidfEmbedder:
     ``dim`` there and :attr:`dim` reports the effective width (``requested_dim`` keeps the request).
     A text with no term of the fitted vocabulary gets an all-zero row: cosine 0 with everything,
     never NaN.
+
+    The SVD runs on :data:`FIT_BLAS_THREADS` BLAS threads whatever the process has: OpenBLAS
+    started on one thread (``OPENBLAS_NUM_THREADS=1`` or ``OMP_NUM_THREADS=1``, one core, a Ray or
+    Slurm worker) rounds its LU, QR and products otherwise than once it has run on two or more
+    (then 2, 4 or 8 give the same bits), and the fit's name could not tell the two apart: a cache
+    would have handed one process's vectors to another that would have computed others.
     """
 
     N_ITER = 7
-    VERSION = "v2"  # part of the name: bump when the same settings and texts give other vectors
+    #: v3: the SVD on FIT_BLAS_THREADS threads (v2's one-thread processes fitted other bits)
+    VERSION = "v3"  # part of the name: bump when the same settings and texts give other vectors
+    #: the BLAS threads of the fit, raised or lowered to it (module docstring)
+    FIT_BLAS_THREADS = 2
 
     def __init__(
         self,
@@ -92,11 +101,11 @@ class TfidfEmbedder:
 
     @property
     def name(self) -> str:
-        """``tfidf-svd:v2:<effective dim>:<seed>:<min_df>:<max_features>:<corpus hash>``.
+        """``tfidf-svd:v3:<effective dim>:<seed>:<min_df>:<max_features>:<corpus hash>``.
 
-        ``v2`` is the algorithm version (v2: a float32 TF-IDF matrix); it changes whenever the same
-        settings and texts would give other vectors, so no cache entry or tuned file is reused
-        across such a change.
+        ``v3`` is the algorithm version (v2: a float32 TF-IDF matrix; v3: the SVD on
+        :data:`FIT_BLAS_THREADS` threads); it changes whenever the same settings and texts would
+        give other vectors, so no cache entry or tuned file is reused across such a change.
 
         The corpus hash is the first 16 hex digits of SHA-256 over the fit texts, each as its
         length (8 bytes) followed by its UTF-8 bytes, so the same texts in the same order give the
@@ -110,6 +119,7 @@ class TfidfEmbedder:
         """Learn the vocabulary, IDF weights and SVD basis from ``texts``; returns ``self``."""
         items = check_texts(texts, "TfidfEmbedder.fit")
         from sklearn.decomposition import TruncatedSVD
+        from threadpoolctl import threadpool_limits
 
         try:
             # float32 halves the SVD time on SciFact with the same explained variance
@@ -135,7 +145,10 @@ class TfidfEmbedder:
             n_iter=self.N_ITER,
             random_state=self.seed,
         )
-        svd.fit(matrix)
+        # every BLAS loaded by now (numpy's, SciPy's through the import above) on the same
+        # threads, so the fit is the same in any process (class docstring)
+        with threadpool_limits(limits=self.FIT_BLAS_THREADS, user_api="blas"):
+            svd.fit(matrix)
 
         digest = hashlib.sha256()
         for text in items:

@@ -72,7 +72,12 @@ def prepare_embedder(
         fit(texts)
         return embedder
     settings = json.dumps(config, sort_keys=True, default=str) if config is not None else repr(embedder)
-    key = content_key(["fitted-embedder", type(embedder).__qualname__, settings, corpus_key(dataset)])
+    # the class's algorithm version too: a state fitted by an older algorithm is not found (its
+    # load_fitted would refuse it), it is fitted again
+    version = str(getattr(type(embedder), "VERSION", ""))
+    key = content_key(
+        ["fitted-embedder", type(embedder).__qualname__, version, settings, corpus_key(dataset)]
+    )
 
     def build(folder: Path) -> None:
         fit(texts)
