@@ -54,14 +54,14 @@ class TfidfEmbedder:
     The SVD runs on :data:`FIT_BLAS_THREADS` BLAS threads whatever the process has: OpenBLAS
     started on one thread (``OPENBLAS_NUM_THREADS=1`` or ``OMP_NUM_THREADS=1``, one core, a Ray or
     Slurm worker) rounds its LU, QR and products otherwise than once it has run on two or more
-    (then 2, 4 or 8 give the same bits), and the fit's name could not tell the two apart: a cache
+    (then 2 or 4 threads give the same bits), and the fit's name could not tell the two apart: a cache
     would have handed one process's vectors to another that would have computed others.
     """
 
     N_ITER = 7
     #: v3: the SVD on FIT_BLAS_THREADS threads (v2's one-thread processes fitted other bits)
     VERSION = "v3"  # part of the name: bump when the same settings and texts give other vectors
-    #: the BLAS threads of the fit, raised or lowered to it (module docstring)
+    #: the BLAS threads of the fit, raised or lowered to it (class docstring)
     FIT_BLAS_THREADS = 2
 
     def __init__(
