@@ -76,9 +76,10 @@ def candidate_counts(
     2k, IVF-Flat's best k + 3, those that leave no allowed row unseen: flat's contract is every
     row) of a search of ``k`` among ``n_allowed`` rows (``retrievers.index.ann``'s module
     docstring). ``ef_search`` (HNSW) and ``refine_factor`` (IVF-PQ) are the call's, resolved by
-    the caller. IVF-Flat's heap of k + 3 costs faiss less than one of 2k (3-5 us of a 45 us
-    query at 10k rows); a query whose k + 3 all lie within the band asks again for 2k (none of
-    benchmarks/speed.py's 64 queries at 10k; with k + 1, 6 of them did)."""
+    the caller. IVF-Flat's smaller heap costs faiss less than one of 2k (at 10k rows and k 10,
+    a heap of 11 or 12 took 3-5 us less than one of 20 in a 50 us query); a query whose k + 3
+    all lie within the band asks again for 2k (none of benchmarks/speed.py's 64 queries at 10k;
+    with k + 1, 6 of them did)."""
     fetch = 2 * k
     if kind == "hnsw" and ef_search is not None:
         fetch = max(k, ef_search)
