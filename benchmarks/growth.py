@@ -143,9 +143,12 @@ def query_texts() -> list[str]:
 # ------------------------------------------------------------------------------- builds (children)
 
 
-def build_sized_store(n_rows: int, folder: Path, tree_kmeans: str = "numpy") -> dict[str, Any]:
+def build_sized_store(
+    n_rows: int, folder: Path, tree_kmeans: str = "numpy", leaf_reassign: float = 0.0
+) -> dict[str, Any]:
     """The store of ``n_rows`` documents built into ``folder``: seconds and peak memory per phase
-    and in all, and the size of each part on disk. ``tree_kmeans``: ``store.hierarchy.kmeans``."""
+    and in all, and the size of each part on disk. ``tree_kmeans``: ``store.hierarchy.kmeans``;
+    ``leaf_reassign``: ``store.hierarchy.leaf_reassign`` (kmeans faiss)."""
     import retrievers.builders as build
     from retrievers import StoreConfig
 
@@ -171,7 +174,11 @@ def build_sized_store(n_rows: int, folder: Path, tree_kmeans: str = "numpy") -> 
     documents = list(token_documents(0, n_rows))
     if folder.exists():
         shutil.rmtree(folder)
-    tree = {**TREE, **({"kmeans": tree_kmeans} if tree_kmeans != "numpy" else {})}
+    tree = {
+        **TREE,
+        **({"kmeans": tree_kmeans} if tree_kmeans != "numpy" else {}),
+        **({"leaf_reassign": leaf_reassign} if leaf_reassign else {}),
+    }
     config = StoreConfig.from_dict({"hierarchy": tree, "timestamps": None})
     with PeakMemory() as peak:
         started = time.perf_counter()
@@ -451,6 +458,7 @@ def measure(
     tree_kmeans: str = "numpy",
     hierarchical: Sequence[str] = HIERARCHICAL_METHODS,
     ef_construction: int | None = None,
+    leaf_reassign: float = 0.0,
 ) -> dict[int, Any]:
     """Everything for every size (builds and queries in fresh processes); of the hierarchical
     rows those in ``hierarchical``; HNSW built with ``ef_construction`` when given."""
@@ -458,7 +466,7 @@ def measure(
     for n_rows in sizes:
         where = folder / f"n{n_rows}"
         log(f"{n_rows:,}: building the store (load {os.getloadavg()[0]:.2f})")
-        store = _child("store", str(n_rows), str(where), tree_kmeans)
+        store = _child("store", str(n_rows), str(where), tree_kmeans, str(leaf_reassign))
         ann = {}
         for kind in kinds:
             log(f"{n_rows:,}: building {kind} (load {os.getloadavg()[0]:.2f})")
@@ -664,12 +672,20 @@ def main() -> None:
         help="HNSW's efConstruction (default: the store's, 100); a smaller one builds faster, "
         "with lower recall at a given ef_search",
     )
+    parser.add_argument(
+        "--leaf-reassign",
+        type=float,
+        default=0.0,
+        help="store.hierarchy.leaf_reassign of the faiss trees (0: off)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         command, *rest = args.child
         if command == "store":
-            result = build_sized_store(int(rest[0]), Path(rest[1]), rest[2])
+            result = build_sized_store(
+                int(rest[0]), Path(rest[1]), rest[2], float(rest[3]) if rest[3:] else 0.0
+            )
         elif command == "ann":
             result = build_ann(Path(rest[0]), rest[1], int(rest[2]) or None)
         else:
@@ -702,6 +718,7 @@ def main() -> None:
             args.tree_kmeans,
             hierarchical,
             args.hnsw_ef_construction,
+            args.leaf_reassign,
         )
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1))

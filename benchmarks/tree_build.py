@@ -49,6 +49,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--kmeans", choices=("numpy", "faiss"), default="faiss")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N functions")
+    parser.add_argument(
+        "--leaf-reassign", type=float, default=0.0, help="store.hierarchy.leaf_reassign (kmeans faiss)"
+    )
     args = parser.parse_args()
     from retrievers.builders.hierarchy import build_tree
     from retrievers.store.hierarchy_config import HierarchyConfig
@@ -56,7 +59,11 @@ def main() -> None:
     documents = list(token_documents(0, args.n))
     vectors = clustered_vectors(0, args.n, n_clusters=_clusters(args.n))
     config = HierarchyConfig.from_dict(
-        {**TREE, **({"kmeans": args.kmeans} if args.kmeans != "numpy" else {})}
+        {
+            **TREE,
+            **({"kmeans": args.kmeans} if args.kmeans != "numpy" else {}),
+            **({"leaf_reassign": args.leaf_reassign} if args.leaf_reassign else {}),
+        }
     )
     profiler = cProfile.Profile() if args.profile else None
     with PeakMemory() as peak:
@@ -70,6 +77,7 @@ def main() -> None:
     result = {
         "n": args.n,
         "kmeans": args.kmeans,
+        "leaf_reassign": args.leaf_reassign,
         "cpu_s": round(cpu, 2),
         "wall_s": round(wall, 2),
         "peak_anon_mb": round(peak.anon, 1),

@@ -6,7 +6,7 @@ directories must be opened in order of their centroid's similarity to hold all 1
 of scoring every member of the best ``P`` leaf directories exactly (a flat probe of the leaf
 level, for comparison), and the descent's recall and directories popped at 20 / 40 / 80 rounds::
 
-    python benchmarks/growth.py --child store 100000 /tmp/vk_tree100k faiss   # the store (JSON line)
+    python benchmarks/growth.py --child store 100000 /tmp/vk_tree100k faiss [LEAF_REASSIGN]   # the store
     python benchmarks/tree_neighbours.py --n 100000 --folder /tmp/vk_tree100k
 """
 

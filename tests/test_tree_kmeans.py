@@ -17,7 +17,13 @@ from threadpoolctl import threadpool_limits
 from retrievers import Document, StoreConfig
 from retrievers.builders import build_store
 from retrievers.builders.hierarchy import build_tree, kmeans_nodes
-from retrievers.builders.kmeans_tree import _SummedTexts, faiss_kmeans_nodes, faiss_spherical_kmeans
+from retrievers.builders.kmeans_tree import (
+    _Split,
+    _SummedTexts,
+    faiss_kmeans_nodes,
+    faiss_spherical_kmeans,
+    reassign_leaves,
+)
 from retrievers.builders.tree_texts import Extractor
 from retrievers.hierarchical import HierarchicalRetriever
 from retrievers.params import ParamError
@@ -194,3 +200,176 @@ def test_ivf_directory_search_probing_every_list_equals_exact_search() -> None:
     assert all(len(results) == 10 for results in found)
     with pytest.raises(ParamError, match="directory_nprobe"):
         HierarchicalRetriever(store, embedder, directory_nprobe=4)
+
+
+# --------------------------------------------------------------------------- leaf_reassign
+
+#: the faiss tree of ``corpus(3000)`` with FAISS and overviews, recorded from the builder before it
+#: was split into partition, reassignment and texts: with ``leaf_reassign`` off, the same tree
+FAISS_TREE_3000 = "d59445219dda80e96e50e4101549543bc87cb49136c3a8492947c3455b0d7230"
+
+
+def test_the_faiss_tree_without_reassignment_is_the_recorded_one() -> None:
+    documents, vectors = corpus(3000)
+    config = HierarchyConfig.from_dict({**FAISS, "overview": True})
+    assert digest(*faiss_kmeans_nodes(documents, vectors, config)) == FAISS_TREE_3000
+    assert (
+        digest(*faiss_kmeans_nodes(documents, vectors, config.replace(leaf_reassign=0.0))) == FAISS_TREE_3000
+    )
+
+
+def _unit(rows: list[list[float]]) -> np.ndarray:
+    matrix = np.asarray(rows, dtype=np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def _skeleton(groups: list[list[int]]) -> _Split:
+    """A root over one leaf directory per group of rows (in id order: row i is the i-th id)."""
+    leaves = [_Split(np.asarray(group, dtype=np.int64), (i,), []) for i, group in enumerate(groups)]
+    return _Split(np.arange(sum(map(len, groups)), dtype=np.int64), (), leaves)
+
+
+def test_a_document_far_from_its_leaf_moves_to_the_leaf_with_the_nearest_centroid() -> None:
+    # leaf 0: three rows along x and row 3 along y (a stray); leaf 1: rows along y; leaf 2: along z
+    vectors = _unit(
+        [
+            [1, 0.1, 0],
+            [1, 0, 0.1],
+            [1, 0.05, 0.05],
+            [0.05, 1, 0],
+            [0, 1, 0.1],
+            [0.1, 1, 0],
+            [0, 0.1, 1],
+            [0.1, 0, 1],
+        ]
+    )
+    root = _skeleton([[0, 1, 2, 3], [4, 5], [6, 7]])
+    rank = np.arange(8, dtype=np.int64)
+    config = HierarchyConfig.from_dict({**FAISS, "leaf_reassign": 0.9, "max_leaf_size": 4})
+    assert reassign_leaves(root, vectors, rank, config) == 1
+    assert [leaf.members.tolist() for leaf in root.children] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert root.members.tolist() == list(range(8))
+    # leaf 1 full: the stray stays (leaf 2 is no more similar to it than its own)
+    root = _skeleton([[0, 1, 2, 3], [4, 5], [6, 7]])
+    full = config.replace(max_leaf_size=2)
+    assert reassign_leaves(root, vectors, rank, full) == 0
+    assert [leaf.members.tolist() for leaf in root.children] == [[0, 1, 2, 3], [4, 5], [6, 7]]
+    # off below the threshold: at 0.1 of the median no document is a stray
+    root = _skeleton([[0, 1, 2, 3], [4, 5], [6, 7]])
+    assert reassign_leaves(root, vectors, rank, config.replace(leaf_reassign=0.1)) == 0
+
+
+def test_a_leaf_emptied_by_reassignment_is_dropped_and_members_stay_in_id_order() -> None:
+    # leaf [1, 5] mixes a y row and a z row (its centroid is far from both): each goes home
+    vectors = _unit(
+        [
+            [1, 0.1, 0],
+            [0.05, 1, 0],
+            [1, 0, 0.1],
+            [0, 1, 0.1],
+            [0.1, 1, 0],
+            [0.1, 0, 1],
+            [0, 0.1, 1],
+            [0.05, 0.05, 1],
+        ]
+    )
+    first, second = _skeleton([[0, 2], [1, 5]]), _skeleton([[3, 4], [6, 7]])
+    first.members, second.members = np.asarray([0, 1, 2, 5]), np.asarray([3, 4, 6, 7])
+    root = _Split(np.arange(8, dtype=np.int64), (), [first, second])
+    rank = np.asarray([7, 6, 5, 4, 3, 2, 1, 0], dtype=np.int64)  # ids in reverse row order
+    config = HierarchyConfig.from_dict({**FAISS, "leaf_reassign": 0.9, "max_leaf_size": 4})
+    assert reassign_leaves(root, vectors, rank, config) == 2
+    first, second = root.children
+    assert [leaf.members.tolist() for leaf in first.children] == [[2, 0]]  # [1, 5] emptied, dropped
+    assert first.members.tolist() == [2, 0]
+    assert [leaf.members.tolist() for leaf in second.children] == [[4, 3, 1], [7, 6, 5]]
+    assert second.members.tolist() == [7, 6, 5, 4, 3, 1]
+    assert root.members.tolist() == [7, 6, 5, 4, 3, 2, 1, 0]
+
+
+def tight_clusters(
+    n: int = 3000, clusters: int = 150, seed: int = 3
+) -> tuple[list[Document], np.ndarray, np.ndarray]:
+    """Many tight clusters (48-d, noise 0.12), as the synthetic corpus at 1M has: a split into 4
+    sends a cluster's members to different directories, whose leaves then mix clusters. Also 64
+    queries drawn from the same clusters."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, 48))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    labels = rng.integers(clusters, size=n + 64)
+    rows = centres[labels] + 0.12 * rng.standard_normal((n + 64, 48))
+    rows = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    ids = rng.permutation(n)
+    documents = [
+        Document(id=f"d{ids[row]:05d}", text=" ".join([*rng.choice(WORDS, size=8).tolist(), f"row{row}"]))
+        for row in range(n)
+    ]
+    return documents, rows[:n], rows[n:]
+
+
+def test_reassigned_tree_is_valid_deterministic_and_its_leaves_hold_the_neighbours() -> None:
+    documents, vectors, queries = tight_clusters()
+    plain = HierarchyConfig.from_dict({**FAISS, "overview": True})
+    config = plain.replace(leaf_reassign=0.55)
+    before = faiss.omp_get_max_threads()
+    digests = []
+    try:
+        for threads in (1, 2):
+            faiss.omp_set_num_threads(threads)
+            with threadpool_limits(threads):
+                digests.append(digest(*faiss_kmeans_nodes(documents, vectors, config)))
+    finally:
+        faiss.omp_set_num_threads(before)
+    assert digests[0] == digests[1] != digest(*faiss_kmeans_nodes(documents, vectors, plain))
+    nodes, _ = faiss_kmeans_nodes(documents, vectors, config)
+    leaves = [node for node in nodes if node.level == 2]
+    assert sorted(node.doc_id for node in leaves) == sorted(doc.id for doc in documents)
+    counts: dict[str, int] = {}
+    for node in leaves:
+        counts[node.parent_uri] = counts.get(node.parent_uri, 0) + 1  # type: ignore[index]
+    assert max(counts.values()) <= config.max_leaf_size
+    by_uri = {node.uri: node for node in nodes if node.level == 0}
+    for uri, n in counts.items():
+        assert by_uri[uri].metadata["n_documents"] == n
+    row_of = {doc.id: row for row, doc in enumerate(documents)}
+    truth = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
+
+    def probed_recall(config: HierarchyConfig, probe: int) -> tuple[float, float]:
+        """R@10 of scoring the members of the ``probe`` leaf directories whose centroids are most
+        similar to each query (the leaf probe's ceiling), and the lowest similarity of a
+        document to its leaf directory's centroid."""
+        built, found = faiss_kmeans_nodes(documents, vectors, config)
+        parent = {row_of[n.doc_id]: n.parent_uri for n in built if n.level == 2}
+        uris = sorted({uri for uri in parent.values() if uri is not None})
+        matrix = np.stack([found[uri] for uri in uris])
+        best = np.argsort(-(queries @ matrix.T), axis=1, kind="stable")[:, :probe]
+        hits = [
+            len(
+                {int(r) for r in truth[q]}
+                & {r for r, uri in parent.items() if uri in {uris[i] for i in best[q]}}
+            )
+            for q in range(len(queries))
+        ]
+        lowest = min(float(vectors[r] @ found[uri]) for r, uri in parent.items() if uri is not None)
+        return sum(hits) / (10 * len(queries)), lowest
+
+    plain_recall, plain_lowest = probed_recall(plain, 8)
+    moved_recall, moved_lowest = probed_recall(config, 8)
+    assert moved_recall > plain_recall and moved_lowest > plain_lowest
+    # the full tree as the store gets it
+    tree = build_tree(
+        documents,
+        vectors,
+        RowEmbedder(documents, vectors),
+        config.replace(directory_vector="centroid", overview=False),
+    )
+    assert tree.n_leaves == len(documents)
+
+
+def test_leaf_reassign_is_for_the_faiss_builder_and_keeps_old_store_keys() -> None:
+    with pytest.raises(ParamError, match="leaf_reassign"):
+        HierarchyConfig.from_dict({"builder": "kmeans", "leaf_reassign": 0.5})
+    assert "leaf_reassign" not in HierarchyConfig.from_dict(FAISS).to_dict()
+    assert HierarchyConfig.from_dict({**FAISS, "leaf_reassign": 0.5}).to_dict()["leaf_reassign"] == 0.5
+    with pytest.raises(ParamError, match="leaf_reassign"):
+        HierarchyConfig.from_dict({**FAISS, "leaf_reassign": 1.5})

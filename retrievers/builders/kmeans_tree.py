@@ -23,6 +23,11 @@ three changes that make a million documents cheap:
   :func:`~retrievers.builders.hierarchy.embed_directories`, which then does not gather every
   directory's leaves again.
 
+The build runs in three steps: the members are split (:func:`_partition`; the key terms are
+counted meanwhile in a second thread), optionally moved between leaf directories
+(``leaf_reassign``, :func:`reassign_leaves`), then each directory's texts and centroid are
+made bottom-up and the nodes written in the order the recursion visits them.
+
 Deterministic: the seeds come from ``config.seed`` and the directory's path, and faiss runs on one
 OpenMP thread inside the split (a sum's order must not depend on the thread count), so the same
 documents, vectors and settings give the same tree on any machine with the same faiss build.
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +51,7 @@ from retrievers.store.hierarchy_config import HierarchyConfig
 from retrievers.store.tree_uris import TreeError
 from retrievers.types import ContextNode, Document
 
-__all__ = ["BLOCK", "faiss_kmeans_nodes", "faiss_spherical_kmeans"]
+__all__ = ["BLOCK", "faiss_kmeans_nodes", "faiss_spherical_kmeans", "reassign_leaves"]
 
 FloatMatrix = npt.NDArray[np.float32]
 FloatVector = npt.NDArray[np.float64]
@@ -208,48 +214,181 @@ class _SummedTexts:
         return " ".join(parts)
 
 
+@dataclass
+class _Split:
+    """A directory of the partition: its members (rows, in id order) and its child directories
+    (none: a leaf directory, whose members are its documents); ``path`` seeds its k-means."""
+
+    members: IntArray
+    path: tuple[int, ...]
+    children: list[_Split]
+
+
+def _partition(
+    documents: Sequence[Document], matrix: FloatMatrix, members: IntArray, config: HierarchyConfig
+) -> _Split:
+    """The recursion of the module docstring, members only (no text, no vector sum yet)."""
+
+    def split(members: IntArray, path: tuple[int, ...]) -> _Split:
+        if members.size <= config.max_leaf_size:
+            return _Split(members, path, [])
+        k = min(config.branching_factor, math.ceil(members.size / config.max_leaf_size))
+        sequence = np.random.SeedSequence(entropy=config.seed, spawn_key=path)
+        labels = faiss_spherical_kmeans(
+            matrix,
+            members,
+            k,
+            seed=int(sequence.generate_state(1)[0]),
+            iterations=config.kmeans_iterations,
+            sample_per_centre=config.kmeans_sample,
+        )
+        clusters = [members[labels == label] for label in np.unique(labels).tolist()]
+        if len(clusters) < 2:
+            size = math.ceil(members.size / k)
+            clusters = [members[start : start + size] for start in range(0, members.size, size)]
+        clusters.sort(key=lambda cluster: documents[int(cluster[0])].id)  # members are in id order
+        return _Split(
+            members, path, [split(cluster, (*path, index)) for index, cluster in enumerate(clusters)]
+        )
+
+    return split(members, ())
+
+
+def _leaves(root: _Split) -> list[_Split]:
+    """The leaf directories under ``root``, in order."""
+    found: list[_Split] = []
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if node.children:
+            pending.extend(reversed(node.children))
+        else:
+            found.append(node)
+    return found
+
+
+def reassign_leaves(root: _Split, matrix: FloatMatrix, rank: IntArray, config: HierarchyConfig) -> int:
+    """``leaf_reassign``: the documents whose similarity to their leaf directory's centroid is
+    below ``config.leaf_reassign`` times the median such similarity (those a split sent away
+    from their neighbours) are moved, in id order, to the leaf directory whose centroid is most
+    similar to them among the 8 an inverted file over the centroids finds, when it has room
+    (``max_leaf_size``) and is more similar than their own; then every directory's members are
+    gathered again from its leaves (id order: ``rank`` is each row's position in it) and emptied
+    directories are dropped (a directory may then hold a single child). Answers how many
+    documents moved. Deterministic: one faiss thread, a seeded inverted file, ties to the lower
+    leaf."""
+    import faiss
+
+    leaves = _leaves(root)
+    n_rows = matrix.shape[0]
+    leaf_of = np.full(n_rows, -1, dtype=np.int64)
+    for number, leaf in enumerate(leaves):
+        leaf_of[leaf.members] = number
+    rows = np.flatnonzero(leaf_of >= 0)
+    centroids = np.empty((len(leaves), matrix.shape[1]), dtype=np.float32)
+    for number, leaf in enumerate(leaves):
+        total = np.asarray(matrix[leaf.members], dtype=np.float64).sum(axis=0)
+        norm = float(np.linalg.norm(total))
+        centroids[number] = total / norm if norm > 0 else total
+    own = np.zeros(n_rows, dtype=np.float32)  # each document's similarity to its leaf's centroid
+    for start in range(0, rows.size, BLOCK):
+        block = rows[start : start + BLOCK]
+        own[block] = np.einsum(
+            "ij,ij->i", np.asarray(matrix[block], dtype=np.float32), centroids[leaf_of[block]]
+        )
+    limit = config.leaf_reassign * float(np.median(own[rows]))
+    strays = rows[own[rows] < limit]
+    strays = strays[np.argsort(rank[strays], kind="stable")]  # id order
+    if strays.size == 0 or len(leaves) < 2:
+        return 0
+    n_lists = max(1, min(int(math.sqrt(len(leaves))), len(leaves) // 39))
+    quantizer = faiss.IndexFlatIP(centroids.shape[1])
+    index = faiss.IndexIVFFlat(quantizer, centroids.shape[1], n_lists, faiss.METRIC_INNER_PRODUCT)
+    index.cp.seed = config.seed
+    index.cp.min_points_per_centroid = 1
+    with one_faiss_thread():
+        index.train(centroids)
+        index.add(centroids)
+        index.nprobe = min(n_lists, 8)
+        found_scores, found = index.search(np.ascontiguousarray(matrix[strays], dtype=np.float32), 8)
+    sizes = np.array([leaf.members.size for leaf in leaves], dtype=np.int64)
+    np.subtract.at(sizes, leaf_of[strays], 1)  # every stray leaves first, then each joins one
+    best_first = np.lexsort((found, -found_scores), axis=1)  # most similar first, ties: lower leaf
+    candidates = np.take_along_axis(found, best_first, axis=1).tolist()
+    scores = np.take_along_axis(found_scores, best_first, axis=1).tolist()
+    moved = 0
+    for row, leaves_found, leaf_scores in zip(strays.tolist(), candidates, scores, strict=True):
+        home = int(leaf_of[row])
+        destination = home
+        for leaf, score in zip(leaves_found, leaf_scores, strict=True):
+            if leaf < 0 or score <= own[row]:
+                break  # the rest are no more similar than its own leaf directory
+            if sizes[leaf] < config.max_leaf_size:
+                destination = leaf
+                break
+        sizes[destination] += 1
+        if destination != home:
+            leaf_of[row] = destination
+            moved += 1
+    if moved:
+        by_leaf = np.argsort(leaf_of[rows] * n_rows + rank[rows], kind="stable")
+        ordered = rows[by_leaf]
+        bounds = np.searchsorted(leaf_of[ordered], np.arange(len(leaves) + 1))
+        for number, leaf in enumerate(leaves):
+            leaf.members = ordered[bounds[number] : bounds[number + 1]]
+        _gather(root, rank)
+    return moved
+
+
+def _gather(node: _Split, rank: IntArray) -> None:
+    """Each directory's members again from its children (id order), emptied ones dropped."""
+    if not node.children:
+        return
+    for child in node.children:
+        _gather(child, rank)
+    node.children = [child for child in node.children if child.members.size]
+    if not node.children:  # every leaf below it emptied: its parent drops it
+        node.members = np.zeros(0, dtype=np.int64)
+        return
+    merged = np.concatenate([child.members for child in node.children])
+    node.members = merged[np.argsort(rank[merged], kind="stable")]
+
+
 def faiss_kmeans_nodes(
     documents: Sequence[Document], vectors: npt.ArrayLike, config: HierarchyConfig
 ) -> tuple[list[ContextNode], dict[str, FloatMatrix]]:
     """The k-means tree of ``documents`` split by faiss (see the module docstring), and the
-    centroid (normalised mean of its leaf vectors, float32) of every directory by URI."""
+    centroid (normalised mean of its leaf vectors, float32) of every directory by URI. The key
+    terms are counted in a second thread while the members are split (the count is Python, the
+    splits mostly faiss and BLAS, which let it run)."""
     matrix = np.asarray(vectors)
     if matrix.ndim != 2 or matrix.shape[0] != len(documents):
         raise TreeError(f"vectors shape {matrix.shape} does not match {len(documents)} documents")
     if not documents:
         raise TreeError("cannot build a tree from an empty corpus")
     order = np.asarray(sorted(range(len(documents)), key=lambda i: documents[i].id), dtype=np.int64)
-    texts = _SummedTexts(documents, matrix, config)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="label-terms") as pool:
+        counting = pool.submit(_SummedTexts, documents, matrix, config)
+        root = _partition(documents, matrix, order, config)
+        if config.leaf_reassign > 0:
+            rank = np.empty(len(documents), dtype=np.int64)
+            rank[order] = np.arange(len(documents), dtype=np.int64)
+            reassign_leaves(root, matrix, rank, config)
+        texts = counting.result()
     nodes: list[ContextNode | None] = []
     centroids: dict[str, FloatMatrix] = {}
 
-    def directory(uri: str, parent: str | None, members: IntArray, path: tuple[int, ...]) -> _Sums:
+    def directory(uri: str, parent: str | None, split: _Split, depth: int) -> _Sums:
         slot = len(nodes)
         nodes.append(None)  # the directory's own node, filled once its children are built
-        if members.size <= config.max_leaf_size:
+        members = split.members
+        if not split.children:
             sums = texts.leaf_sums(members)
             nodes.extend(leaf_nodes(documents, members.tolist(), uri, config))
         else:
-            k = min(config.branching_factor, math.ceil(members.size / config.max_leaf_size))
-            sequence = np.random.SeedSequence(entropy=config.seed, spawn_key=path)
-            labels = faiss_spherical_kmeans(
-                matrix,
-                members,
-                k,
-                seed=int(sequence.generate_state(1)[0]),
-                iterations=config.kmeans_iterations,
-                sample_per_centre=config.kmeans_sample,
-            )
-            clusters = [members[labels == label] for label in np.unique(labels).tolist()]
-            if len(clusters) < 2:
-                size = math.ceil(members.size / k)
-                clusters = [members[start : start + size] for start in range(0, members.size, size)]
-            clusters.sort(key=lambda cluster: documents[int(cluster[0])].id)  # members are in id order
+            children = sorted(split.children, key=lambda child: documents[int(child.members[0])].id)
             sums = texts.merged(
-                [
-                    directory(f"{uri}/c{index}", uri, cluster, (*path, index))
-                    for index, cluster in enumerate(clusters)
-                ]
+                [directory(f"{uri}/c{index}", uri, child, depth + 1) for index, child in enumerate(children)]
             )
         nodes[slot] = ContextNode(
             uri=uri,
@@ -261,14 +400,14 @@ def faiss_kmeans_nodes(
                 if config.overview
                 else ""
             ),
-            metadata={"n_documents": int(members.size), "depth": len(path)},
+            metadata={"n_documents": int(members.size), "depth": depth},
         )
         norm = float(np.linalg.norm(sums.vector))
         if norm > 0:
             centroids[uri] = (sums.vector / norm).astype(np.float32)
         return sums
 
-    directory(config.root_uri, None, order, ())
+    directory(config.root_uri, None, root, 0)
     built = [node for node in nodes if node is not None]
     if len(built) != len(nodes):  # every slot is filled on the way back up
         raise TreeError("internal error: a directory of the faiss k-means tree was left unfilled")

@@ -32,9 +32,11 @@ class HierarchyConfig(Params):
     member, :func:`retrievers.builders.hierarchy.spherical_kmeans`) or ``faiss`` (faiss's spherical
     k-means trained on at most ``kmeans_sample`` members per centre, then every member assigned to
     its nearest centre; directory texts and centroids summed bottom-up:
-    :mod:`retrievers.builders.kmeans_tree`). ``faiss`` gives another tree than ``numpy``; the
-    two new keys are left out of :meth:`to_dict` at their defaults, so existing stores keep their
-    content keys.
+    :mod:`retrievers.builders.kmeans_tree`), with ``leaf_reassign`` (0: off) moving the documents
+    far from their leaf directory's centroid to the nearest one with room
+    (:func:`~retrievers.builders.kmeans_tree.reassign_leaves`). ``faiss`` gives another tree than
+    ``numpy``; the three keys are left out of :meth:`to_dict` at their defaults, so existing
+    stores keep their content keys.
 
     metadata_path: ``path_keys`` (document metadata keys, outermost first; at least one),
     ``summaries_file`` (JSON lines in the dataset folder; a record holding every path key up to
@@ -60,6 +62,14 @@ class HierarchyConfig(Params):
     kmeans: Literal["numpy", "faiss"] = param("numpy", doc="the k-means that splits a set (see above)")
     kmeans_sample: int = param(
         256, low=1, high=1_000_000, doc="kmeans faiss: training members per centre (a seeded sample)"
+    )
+    leaf_reassign: float = param(
+        0.0,
+        low=0.0,
+        high=1.0,
+        doc="kmeans faiss: move the documents whose similarity to their leaf directory's centroid is "
+        "below this fraction of the median to the leaf directory with the most similar centroid "
+        "(room permitting); 0 = off",
     )
     path_keys: tuple[str, ...] = param((), non_empty=False, unique=True)
     summaries_file: str | None = param(None, non_empty=True)
@@ -87,6 +97,10 @@ class HierarchyConfig(Params):
             raise self.fail(
                 "kmeans_sample", "is for kmeans faiss; set store.hierarchy.kmeans: faiss or drop it"
             )
+        if self.leaf_reassign != 0.0 and self.kmeans != "faiss":
+            raise self.fail(
+                "leaf_reassign", "is for kmeans faiss; set store.hierarchy.kmeans: faiss or drop it"
+            )
         if self.summaries_file is not None and Path(self.summaries_file).is_absolute():
             raise self.fail(
                 "summaries_file", f"must be relative to the dataset folder, got {self.summaries_file!r}"
@@ -95,9 +109,11 @@ class HierarchyConfig(Params):
             raise self.fail("abstract_template", "and overview_template need store.hierarchy.summaries_file")
 
     def to_dict(self) -> dict[str, Any]:
-        """As :meth:`Params.to_dict`, without ``kmeans`` and ``kmeans_sample`` at their defaults
-        (a store built before they existed keeps its content key)."""
+        """As :meth:`Params.to_dict`, without ``kmeans``, ``kmeans_sample`` and ``leaf_reassign``
+        at their defaults (a store built before they existed keeps its content key)."""
         plain = super().to_dict()
+        if self.leaf_reassign == 0.0:
+            plain.pop("leaf_reassign")
         if self.kmeans == "numpy":
             plain.pop("kmeans")
             if self.kmeans_sample == 256:
