@@ -23,8 +23,8 @@ three changes that make a million documents cheap:
   :func:`~retrievers.builders.hierarchy.embed_directories`, which then does not gather every
   directory's leaves again.
 
-The build runs in three steps: the members are split (:func:`_partition`; the key terms are
-counted meanwhile in a second thread), optionally moved between leaf directories
+The build runs in three steps: the members are split (:func:`_partition`), optionally moved
+between leaf directories
 (``leaf_reassign``, :func:`reassign_leaves`), then each directory's texts and centroid are
 made bottom-up and the nodes written in the order the recursion visits them.
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -358,23 +357,19 @@ def faiss_kmeans_nodes(
     documents: Sequence[Document], vectors: npt.ArrayLike, config: HierarchyConfig
 ) -> tuple[list[ContextNode], dict[str, FloatMatrix]]:
     """The k-means tree of ``documents`` split by faiss (see the module docstring), and the
-    centroid (normalised mean of its leaf vectors, float32) of every directory by URI. The key
-    terms are counted in a second thread while the members are split (the count is Python, the
-    splits mostly faiss and BLAS, which let it run)."""
+    centroid (normalised mean of its leaf vectors, float32) of every directory by URI."""
     matrix = np.asarray(vectors)
     if matrix.ndim != 2 or matrix.shape[0] != len(documents):
         raise TreeError(f"vectors shape {matrix.shape} does not match {len(documents)} documents")
     if not documents:
         raise TreeError("cannot build a tree from an empty corpus")
     order = np.asarray(sorted(range(len(documents)), key=lambda i: documents[i].id), dtype=np.int64)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="label-terms") as pool:
-        counting = pool.submit(_SummedTexts, documents, matrix, config)
-        root = _partition(documents, matrix, order, config)
-        if config.leaf_reassign > 0:
-            rank = np.empty(len(documents), dtype=np.int64)
-            rank[order] = np.arange(len(documents), dtype=np.int64)
-            reassign_leaves(root, matrix, rank, config)
-        texts = counting.result()
+    root = _partition(documents, matrix, order, config)
+    if config.leaf_reassign > 0:
+        rank = np.empty(len(documents), dtype=np.int64)
+        rank[order] = np.arange(len(documents), dtype=np.int64)
+        reassign_leaves(root, matrix, rank, config)
+    texts = _SummedTexts(documents, matrix, config)
     nodes: list[ContextNode | None] = []
     centroids: dict[str, FloatMatrix] = {}
 

@@ -36,12 +36,8 @@ __all__ = ["LabelTerms", "label_stop_words"]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-#: texts tokenized at a time (bounds the temporary lists of words, and how long one C call holds
-#: the GIL: the faiss builder counts in a second thread while its first splits the members, and
-#: a lookup of 8,192 texts' words held it for about 0.2 s at a time)
-CHUNK = 1024
-#: rows whose norms are summed at a time
-NORM_ROWS = 8192
+#: texts tokenized at a time (bounds the temporary lists of words)
+CHUNK = 8192
 _LABEL_RE = re.compile(LABEL_PATTERN)
 _SKIP = -1  # a stop word or a piece shorter than 3 characters
 _MISSING = -2  # not seen yet
@@ -179,8 +175,8 @@ def _row_norms(
     row without terms (nothing to divide)."""
     n = indptr.size - 1
     norms = np.ones(n, dtype=np.float64)
-    for first in range(0, n, NORM_ROWS):
-        last = min(n, first + NORM_ROWS)
+    for first in range(0, n, CHUNK):
+        last = min(n, first + CHUNK)
         lo, hi = int(indptr[first]), int(indptr[last])
         squares = _tf_idf(counts[lo:hi], idf[term_ids[lo:hi]])
         squares *= squares
