@@ -225,8 +225,8 @@ def _unit(rows: list[list[float]]) -> np.ndarray:
 
 def _skeleton(groups: list[list[int]]) -> _Split:
     """A root over one leaf directory per group of rows (in id order: row i is the i-th id)."""
-    leaves = [_Split(np.asarray(group, dtype=np.int64), (i,), []) for i, group in enumerate(groups)]
-    return _Split(np.arange(sum(map(len, groups)), dtype=np.int64), (), leaves)
+    leaves = [_Split(np.asarray(group, dtype=np.int64), []) for group in groups]
+    return _Split(np.arange(sum(map(len, groups)), dtype=np.int64), leaves)
 
 
 def test_a_document_far_from_its_leaf_moves_to_the_leaf_with_the_nearest_centroid() -> None:
@@ -275,7 +275,7 @@ def test_a_leaf_emptied_by_reassignment_is_dropped_and_members_stay_in_id_order(
     )
     first, second = _skeleton([[0, 2], [1, 5]]), _skeleton([[3, 4], [6, 7]])
     first.members, second.members = np.asarray([0, 1, 2, 5]), np.asarray([3, 4, 6, 7])
-    root = _Split(np.arange(8, dtype=np.int64), (), [first, second])
+    root = _Split(np.arange(8, dtype=np.int64), [first, second])
     rank = np.asarray([7, 6, 5, 4, 3, 2, 1, 0], dtype=np.int64)  # ids in reverse row order
     config = HierarchyConfig.from_dict({**FAISS, "leaf_reassign": 0.9, "max_leaf_size": 4})
     assert reassign_leaves(root, vectors, rank, config) == 2

@@ -23,10 +23,10 @@ three changes that make a million documents cheap:
   :func:`~retrievers.builders.hierarchy.embed_directories`, which then does not gather every
   directory's leaves again.
 
-The build runs in three steps: the members are split (:func:`_partition`), optionally moved
-between leaf directories
-(``leaf_reassign``, :func:`reassign_leaves`), then each directory's texts and centroid are
-made bottom-up and the nodes written in the order the recursion visits them.
+The build runs in three steps: the members are split (:func:`_partition`; the seeds come from
+each directory's path), optionally moved between leaf directories (``leaf_reassign``,
+:func:`reassign_leaves`), then each directory's texts and centroid are made bottom-up and the
+nodes written in the order the recursion visits them.
 
 Deterministic: the seeds come from ``config.seed`` and the directory's path, and faiss runs on one
 OpenMP thread inside the split (a sum's order must not depend on the thread count), so the same
@@ -216,10 +216,9 @@ class _SummedTexts:
 @dataclass
 class _Split:
     """A directory of the partition: its members (rows, in id order) and its child directories
-    (none: a leaf directory, whose members are its documents); ``path`` seeds its k-means."""
+    (none: a leaf directory, whose members are its documents)."""
 
     members: IntArray
-    path: tuple[int, ...]
     children: list[_Split]
 
 
@@ -230,7 +229,7 @@ def _partition(
 
     def split(members: IntArray, path: tuple[int, ...]) -> _Split:
         if members.size <= config.max_leaf_size:
-            return _Split(members, path, [])
+            return _Split(members, [])
         k = min(config.branching_factor, math.ceil(members.size / config.max_leaf_size))
         sequence = np.random.SeedSequence(entropy=config.seed, spawn_key=path)
         labels = faiss_spherical_kmeans(
@@ -246,9 +245,7 @@ def _partition(
             size = math.ceil(members.size / k)
             clusters = [members[start : start + size] for start in range(0, members.size, size)]
         clusters.sort(key=lambda cluster: documents[int(cluster[0])].id)  # members are in id order
-        return _Split(
-            members, path, [split(cluster, (*path, index)) for index, cluster in enumerate(clusters)]
-        )
+        return _Split(members, [split(cluster, (*path, index)) for index, cluster in enumerate(clusters)])
 
     return split(members, ())
 
