@@ -271,7 +271,8 @@ def reassign_leaves(root: _Split, matrix: FloatMatrix, rank: IntArray, config: H
     (``max_leaf_size``) and is more similar than their own; then every directory's members are
     gathered again from its leaves (id order: ``rank`` is each row's position in it) and emptied
     directories are dropped (a directory may then hold a single child). Answers how many
-    documents moved. Deterministic: one faiss thread, a seeded inverted file, ties to the lower
+    documents moved. Deterministic: the inverted file trained with a seed on one faiss thread
+    (its search scans each query's lists on one thread, whatever the count), ties to the lower
     leaf."""
     import faiss
 
@@ -302,11 +303,12 @@ def reassign_leaves(root: _Split, matrix: FloatMatrix, rank: IntArray, config: H
     index = faiss.IndexIVFFlat(quantizer, centroids.shape[1], n_lists, faiss.METRIC_INNER_PRODUCT)
     index.cp.seed = config.seed
     index.cp.min_points_per_centroid = 1
-    with one_faiss_thread():
+    with one_faiss_thread():  # k-means sums in one order
         index.train(centroids)
         index.add(centroids)
-        index.nprobe = min(n_lists, 8)
-        found_scores, found = index.search(np.ascontiguousarray(matrix[strays], dtype=np.float32), 8)
+    index.nprobe = min(n_lists, 8)
+    # the search on every thread: each query's lists are scanned by one thread, the same way
+    found_scores, found = index.search(np.ascontiguousarray(matrix[strays], dtype=np.float32), 8)
     sizes = np.array([leaf.members.size for leaf in leaves], dtype=np.int64)
     np.subtract.at(sizes, leaf_of[strays], 1)  # every stray leaves first, then each joins one
     best_first = np.lexsort((found, -found_scores), axis=1)  # most similar first, ties: lower leaf
