@@ -20,9 +20,10 @@ them. One call here scores all of IVF-PQ's candidates exactly in less time than 
 (docs/scale.md, issue 30).
 
 The function is compiled on first use in a process (2.1-2.4 s on the machine docs/scale.md
-names; numba's on-disk cache is not used: it unpickles its index files), with LLVM's SLP vectoriser on for that compilation so
-the 8 accumulators become one vector register (lane-wise IEEE operations: the same results),
-and even when ``NUMBA_DISABLE_JIT`` is set (the test session sets it for ranx).
+names; numba's on-disk cache is not used: it unpickles its index files), with LLVM's SLP
+vectoriser on for that compilation so the 8 accumulators become one vector register (lane-wise
+IEEE operations: the same results), and even when ``NUMBA_DISABLE_JIT`` is set (the test
+session sets it for ranx).
 """
 
 from __future__ import annotations
