@@ -5,6 +5,7 @@ chunking, and the same tree as when the sums are taken from scikit-learn's matri
 from __future__ import annotations
 
 import itertools
+import re
 from urllib.parse import quote
 
 import numpy as np
@@ -67,6 +68,63 @@ def test_chunks_of_any_size_give_the_same_counts(monkeypatch: pytest.MonkeyPatch
         for name in ("indptr", "term_ids", "counts", "idf", "norms"):
             assert np.array_equal(getattr(part, name), getattr(whole, name)), name
     assert_equals_sklearn(texts, part)
+
+
+def random_ascii_texts(n: int, seed: int) -> list[str]:
+    """ASCII texts that probe the byte-level word cutter: words of 1-30 letters (in and across
+    8-byte slices, some sharing their first 8 or 16 letters), mixed case, digits and ``_`` beside
+    letters, punctuation, and every ASCII whitespace and control character as separators."""
+    rng = np.random.default_rng(seed)
+    stems = ["abcdefgh", "abcdefghijklmnop", "zzzzzzzz"]
+    separators = [chr(c) for c in range(0, 128) if not chr(c).isalnum() and chr(c) != "_"]
+    texts = []
+    for _ in range(n):
+        parts = []
+        for _ in range(int(rng.integers(0, 40))):
+            length = int(rng.integers(1, 31))
+            word = "".join(chr(97 + int(c)) for c in rng.integers(0, 26, length))
+            if rng.random() < 0.2:
+                word = stems[int(rng.integers(0, 3))] + word[: int(rng.integers(0, 9))]
+            if rng.random() < 0.2:
+                word = word.upper() if rng.random() < 0.5 else word.capitalize()
+            if rng.random() < 0.1:
+                word = rng.choice(["1", "_", "x9", "__"]) + word if rng.random() < 0.5 else word + "_2"
+            parts.append(word)
+            parts.append("".join(rng.choice(separators, size=int(rng.integers(1, 3)))))
+        texts.append("".join(parts))
+    return texts
+
+
+def test_the_byte_level_cut_of_ascii_texts_equals_the_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ASCII texts are cut without Python's regex; mixed with other texts in one chunk, and in
+    chunks of every size, the terms, their order and weights are scikit-learn's bit for bit."""
+    texts = random_ascii_texts(400, seed=5)
+    assert_equals_sklearn(texts, LabelTerms.count(texts))
+    mixed = [text for pair in zip(texts[:60], itertools.cycle(MIXED)) for text in pair]
+    whole = LabelTerms.count(mixed)
+    assert_equals_sklearn(mixed, whole)
+    for size in (1, 3, 64):
+        monkeypatch.setattr(label_terms, "CHUNK", size)
+        part = LabelTerms.count(mixed)
+        assert part.terms == whole.terms
+        for name in ("indptr", "term_ids", "counts", "idf", "norms"):
+            assert np.array_equal(getattr(part, name), getattr(whole, name)), name
+
+
+def test_words_sharing_their_first_eight_bytes_stay_apart() -> None:
+    texts = ["abcdefgh abcdefghx abcdefghxy", "abcdefghxy abcdefgh", "abcdefghabcdefghq abcdefghabcdefgh"]
+    counted = LabelTerms.count(texts)
+    assert counted.terms == (
+        "abcdefgh", "abcdefghabcdefgh", "abcdefghabcdefghq", "abcdefghx", "abcdefghxy"
+    )
+    assert_equals_sklearn(texts, counted)
+    # each distinct word once, in order of first appearance, whatever follows it in the text
+    words = label_terms._ChunkWords.cut([text.lower() for text in texts + MIXED])
+    codes, distinct = words.factorized()
+    pattern = re.compile(LABEL_PATTERN)
+    found = [w for text in texts + MIXED for w in pattern.findall(text.lower()) if len(w) >= 3]
+    assert distinct == list(dict.fromkeys(found))
+    assert [distinct[c] for c in codes.tolist()] == found
 
 
 def test_counts_beyond_two_bytes_are_kept_exactly() -> None:

@@ -369,6 +369,14 @@ def faiss_kmeans_nodes(
         rank[order] = np.arange(len(documents), dtype=np.int64)
         reassign_leaves(root, matrix, rank, config)
     texts = _SummedTexts(documents, matrix, config)
+    return _directory_nodes(documents, root, texts, config)
+
+
+def _directory_nodes(
+    documents: Sequence[Document], root: _Split, texts: _SummedTexts, config: HierarchyConfig
+) -> tuple[list[ContextNode], dict[str, FloatMatrix]]:
+    """The nodes of the partition under ``root`` (each directory followed by its subtree, leaf
+    directories by their leaves) with their texts and centroids, summed bottom-up."""
     nodes: list[ContextNode | None] = []
     centroids: dict[str, FloatMatrix] = {}
 

@@ -5,10 +5,17 @@ extractive abstracts' key terms are made of) spends most of its time in scikit-l
 loop over every token. :class:`LabelTerms` counts the same terms and gives the same weights, bit
 for bit (``tests/test_tree_label_terms.py`` compares them with :func:`fit_tfidf`'s matrix):
 
-* **Words.** Each text is lowercased and split at whitespace; when every piece is made of letters
-  (``str.isalpha``), the pieces of 3+ characters are exactly the pattern's matches (letters are
-  word characters that are neither digits nor ``_``, whitespace is not a word character), else
-  the pattern's ``findall`` runs on the text. scikit-learn's English stop words are dropped.
+* **Words.** Each text is lowercased. A text made of ASCII characters only is cut into words
+  without a Python object per word: the chunk's ASCII texts are joined by newlines into one byte
+  array, and the words are the runs of 3+ letters with no word character (letter, digit, ``_``)
+  on either side, which is what the pattern matches in ASCII text. Any other text is split at
+  whitespace; when every piece is made of letters (``str.isalpha``), the pieces of 3+ characters
+  are exactly the pattern's matches (letters are word characters that are neither digits nor
+  ``_``, whitespace is not a word character), else the pattern's ``findall`` runs on the text.
+  Each word's UTF-8 bytes are packed into 8-byte integers and the chunk's distinct words found
+  with ``pandas.factorize`` (exact: the integers are the bytes, not a hash), in order of first
+  appearance; only the distinct words are made into strings. scikit-learn's English stop words
+  are dropped.
 * **Ids.** Terms are numbered in order of first appearance over the corpus (as scikit-learn's
   vocabulary is while it counts); a row keeps its terms in that order, the order scikit-learn
   sums a row's squares in for its L2 norm. The terms are then renamed to their alphabetical
@@ -41,6 +48,7 @@ CHUNK = 8192
 _LABEL_RE = re.compile(LABEL_PATTERN)
 _SKIP = -1  # a stop word or a piece shorter than 3 characters
 _MISSING = -2  # not seen yet
+_NEWLINE = 10
 
 
 def label_stop_words() -> frozenset[str]:
@@ -75,42 +83,34 @@ class LabelTerms:
         chunk_sizes: list[IntArray] = []
         stream = iter(texts)
         while chunk := list(itertools.islice(stream, CHUNK)):
-            words: list[str] = []
-            sizes = np.empty(len(chunk), dtype=np.int64)
-            for i, text in enumerate(chunk):
-                low = text.lower()
-                pieces = low.split()
-                found = pieces if "".join(pieces).isalpha() else _LABEL_RE.findall(low)
-                sizes[i] = len(found)
-                words += found
+            n_texts_chunk = len(chunk)
+            words = _ChunkWords.cut([text.lower() for text in chunk])
             del chunk
-            ids = np.fromiter(
-                map(word_ids.get, words, itertools.repeat(_MISSING)), dtype=np.int64, count=len(words)
-            )
-            missing = np.flatnonzero(ids == _MISSING)
-            if missing.size:  # new words, numbered in order of first appearance
-                unseen = [words[p] for p in missing.tolist()]
-                fresh: dict[str, int] = {}
-                for word in dict.fromkeys(unseen):
-                    if len(word) < 3 or word in stop:
-                        fresh[word] = _SKIP
+            codes, distinct = words.factorized()
+            # the chunk's distinct words, in order of first appearance: new ones numbered in turn
+            known = np.empty(len(distinct), dtype=np.int64)
+            for position, word in enumerate(distinct):
+                term = word_ids.get(word, _MISSING)
+                if term == _MISSING:
+                    if word in stop:
+                        term = _SKIP
                     else:
-                        fresh[word] = n_terms
+                        term = n_terms
                         n_terms += 1
-                ids[missing] = np.fromiter(map(fresh.__getitem__, unseen), dtype=np.int64, count=len(unseen))
-                # the vocabulary keeps copies made once the chunk's words are freed: keeping the
-                # words themselves would pin the memory of the whole chunk (scattered small objects)
-                joined, values = "\n".join(fresh), list(fresh.values())
-                del unseen, fresh, words
-                word_ids.update(zip(joined.split("\n"), values, strict=True))
-            else:
-                del words
-            owner = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+                    word_ids[word] = term
+                known[position] = term
+            ids = known[codes]
             keep = ids >= 0
             width = max(n_terms, 1)
-            pairs, pair_counts = np.unique(owner[keep] * width + ids[keep], return_counts=True)
+            pairs = words.owner[keep] * width + ids[keep]
+            pairs.sort(kind="stable")  # already in row order: the runs make the sort cheap
+            first = np.ones(pairs.size, dtype=bool)
+            np.not_equal(pairs[1:], pairs[:-1], out=first[1:])
+            starts = np.flatnonzero(first)
+            pair_counts = np.diff(np.append(starts, pairs.size))
+            pairs = pairs[starts]
             rows = pairs // width
-            chunk_sizes.append(np.bincount(rows, minlength=sizes.size))
+            chunk_sizes.append(np.bincount(rows, minlength=n_texts_chunk))
             chunk_ids.append((pairs - rows * width).astype(np.int32))
             narrow = pair_counts.max(initial=0) <= np.iinfo(np.uint16).max
             chunk_counts.append(pair_counts.astype(np.uint16 if narrow else np.int64))
@@ -148,6 +148,110 @@ class LabelTerms:
         weights = _tf_idf(self.counts[positions], self.idf[terms])
         weights /= np.repeat(self.norms[rows], sizes)
         return terms, weights
+
+
+@dataclass(frozen=True)
+class _ChunkWords:
+    """The label words of a chunk of lowercased texts, in text order: word ``j`` is the bytes
+    ``buffer[starts[j]:starts[j] + lengths[j]]`` (UTF-8) of text ``owner[j]``."""
+
+    buffer: npt.NDArray[np.uint8]
+    starts: IntArray
+    lengths: IntArray
+    owner: IntArray
+
+    @classmethod
+    def cut(cls, lows: list[str]) -> _ChunkWords:
+        plain = np.fromiter((low.isascii() for low in lows), dtype=bool, count=len(lows))
+        rows = np.flatnonzero(plain)
+        joined = "\n".join(itertools.compress(lows, plain.tolist())).encode("ascii")
+        buffer = np.frombuffer(joined, dtype=np.uint8)
+        starts, lengths = _ascii_words(buffer)
+        text_starts = np.zeros(rows.size, dtype=np.int64)
+        np.cumsum([len(lows[i]) + 1 for i in rows.tolist()][:-1], out=text_starts[1:])
+        owner = rows[np.searchsorted(text_starts, starts, side="right") - 1]
+        others = np.flatnonzero(~plain).tolist()
+        # texts with other characters: Python's own word splitting, then the same bytes form
+        found: list[str] = []
+        found_owner: list[int] = []
+        for i in others:
+            pieces = lows[i].split()
+            words = pieces if "".join(pieces).isalpha() else _LABEL_RE.findall(lows[i])
+            words = [word for word in words if len(word) >= 3]
+            found += words
+            found_owner += [i] * len(words)
+        if not found:
+            return cls(buffer, starts, lengths, owner)
+        other = np.frombuffer("\n".join(found).encode("utf-8"), dtype=np.uint8)
+        ends = np.append(np.flatnonzero(other == _NEWLINE), other.size)  # words hold no newline
+        other_starts = np.append(0, ends[:-1] + 1)
+        all_owner = np.concatenate([owner, np.asarray(found_owner, dtype=np.int64)])
+        order = np.argsort(all_owner, kind="stable")  # each text's words together, in text order
+        return cls(
+            buffer=np.concatenate([buffer, np.array([_NEWLINE], dtype=np.uint8), other]),
+            starts=np.concatenate([starts, other_starts + buffer.size + 1])[order],
+            lengths=np.concatenate([lengths, ends - other_starts])[order],
+            owner=all_owner[order],
+        )
+
+    def factorized(self) -> tuple[IntArray, list[str]]:
+        """Each word's position in the list of distinct words (listed in order of first
+        appearance): the words' bytes packed 8 at a time into integers and factorised, one
+        8-byte slice after another (only the words that long take part in a later slice)."""
+        import pandas as pd
+
+        padded = np.concatenate([self.buffer, np.zeros(8, dtype=np.uint8)])
+        codes, distinct = pd.factorize(_packed(padded, self.starts, self.lengths, 0))
+        codes = codes.astype(np.int64)
+        n_distinct = len(distinct)
+        part = 1
+        while (longer := np.flatnonzero(self.lengths > 8 * part)).size:
+            slice_codes, slice_distinct = pd.factorize(
+                _packed(padded, self.starts[longer], self.lengths[longer], part)
+            )
+            combined = codes * (len(slice_distinct) + 1)
+            combined[longer] += slice_codes + 1
+            codes, distinct = pd.factorize(combined)
+            codes = codes.astype(np.int64)
+            n_distinct = len(distinct)
+            part += 1
+        before = np.concatenate(([-1], np.maximum.accumulate(codes)[:-1])) if codes.size else codes
+        first = np.flatnonzero(codes > before)  # the first appearance of code 0, 1, 2, ...
+        data = self.buffer.tobytes()
+        words = [
+            data[start : start + length].decode("utf-8")
+            for start, length in zip(self.starts[first].tolist(), self.lengths[first].tolist(), strict=True)
+        ]
+        if len(words) != n_distinct:  # internal check: one first appearance per code
+            raise AssertionError("label words: factorised codes out of order")
+        return codes, words
+
+
+def _ascii_words(buffer: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:
+    """Starts and lengths of the runs of 3+ letters in lowercased ASCII ``buffer`` with no word
+    character (letter, digit, ``_``) just before or after: the matches of ``LABEL_PATTERN``."""
+    letter = (buffer >= ord("a")) & (buffer <= ord("z"))
+    word = letter | ((buffer >= ord("0")) & (buffer <= ord("9"))) | (buffer == ord("_"))
+    edges = np.diff(letter.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)
+    keep = ends - starts >= 3
+    keep &= (starts == 0) | ~word[np.maximum(starts - 1, 0)]
+    keep &= (ends == buffer.size) | ~word[np.minimum(ends, buffer.size - 1)]
+    return starts[keep].astype(np.int64), (ends - starts)[keep].astype(np.int64)
+
+
+def _packed(padded: npt.NDArray[np.uint8], starts: IntArray, lengths: IntArray, part: int) -> npt.NDArray[np.uint64]:
+    """Bytes ``8 * part`` to ``8 * part + 7`` of each word (longer than ``8 * part`` bytes) as
+    one little-endian integer, zero past its end: a word's bytes are never zero, so different
+    words give different sequences of integers. ``padded`` ends with 8 zero bytes."""
+    unaligned = np.ndarray(shape=(padded.size - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    packed = np.asarray(unaligned[starts + 8 * part], dtype=np.uint64)
+    rest = lengths - 8 * part
+    short = rest < 8
+    bits = (rest[short] * 8).astype(np.uint64)
+    packed[short] &= (np.uint64(1) << bits) - np.uint64(1)
+    return packed
 
 
 def _ranges(starts: IntArray, sizes: IntArray) -> IntArray:
