@@ -90,6 +90,9 @@ def main() -> None:
     parser.add_argument("--kmeans", choices=("numpy", "faiss"), default="faiss")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N functions")
     parser.add_argument(
+        "--kmeans-iterations", type=int, default=0, help="store.hierarchy.kmeans_iterations (0: the default)"
+    )
+    parser.add_argument(
         "--phases", action="store_true", help="wall seconds of each step of the faiss builder"
     )
     parser.add_argument(
@@ -106,6 +109,7 @@ def main() -> None:
             **TREE,
             **({"kmeans": args.kmeans} if args.kmeans != "numpy" else {}),
             **({"leaf_reassign": args.leaf_reassign} if args.leaf_reassign else {}),
+            **({"kmeans_iterations": args.kmeans_iterations} if args.kmeans_iterations else {}),
         }
     )
     profiler = cProfile.Profile() if args.profile else None
@@ -122,6 +126,7 @@ def main() -> None:
         "n": args.n,
         "kmeans": args.kmeans,
         "leaf_reassign": args.leaf_reassign,
+        "kmeans_iterations": config.kmeans_iterations,
         "cpu_s": round(cpu, 2),
         "wall_s": round(wall, 2),
         "peak_anon_mb": round(peak.anon, 1),

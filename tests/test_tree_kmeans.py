@@ -22,6 +22,7 @@ from retrievers.builders.kmeans_tree import (
     _SummedTexts,
     faiss_kmeans_nodes,
     faiss_spherical_kmeans,
+    probed_knn,
     reassign_leaves,
 )
 from retrievers.builders.tree_texts import Extractor
@@ -373,3 +374,36 @@ def test_leaf_reassign_is_for_the_faiss_builder_and_keeps_old_store_keys() -> No
     assert HierarchyConfig.from_dict({**FAISS, "leaf_reassign": 0.5}).to_dict()["leaf_reassign"] == 0.5
     with pytest.raises(ParamError, match="leaf_reassign"):
         HierarchyConfig.from_dict({**FAISS, "leaf_reassign": 1.5})
+
+
+def test_probed_knn_finds_what_faiss_ivf_flat_finds() -> None:
+    """The stray search of ``leaf_reassign``: every list scanned once for the queries probing it
+    gives the IVF's answer (the top k inner products among the probed lists' members, checked
+    against faiss's IndexIVFFlat and a brute-force scan of those members)."""
+
+    rng = np.random.default_rng(11)
+    base = rng.standard_normal((3000, 32)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    queries = rng.standard_normal((700, 32)).astype(np.float32)
+    quantizer = faiss.IndexFlatIP(32)
+    index = faiss.IndexIVFFlat(quantizer, 32, 40, faiss.METRIC_INNER_PRODUCT)
+    index.train(base)
+    index.add(base)
+    index.nprobe = 3
+    expected_scores, expected = index.search(queries, 8)
+    scores, found = probed_knn(quantizer, base, queries, 3, 8)
+    assert np.array_equal(np.sort(found, axis=1), np.sort(expected, axis=1))
+    np.testing.assert_allclose(np.sort(scores, axis=1), np.sort(expected_scores, axis=1), rtol=0, atol=1e-5)
+    # brute force over the probed lists, ties to the lower row
+    list_of = quantizer.assign(base, 1).ravel()
+    probes = quantizer.assign(queries, 3)
+    for q in range(0, 700, 37):
+        allowed = np.flatnonzero(np.isin(list_of, probes[q]))
+        exact = allowed[np.lexsort((allowed, -(base[allowed] @ queries[q])))][:8]
+        assert found[q].tolist() == exact.tolist()
+    # a list smaller than k: the missing places are -1 and -inf, after the real ones
+    small_scores, small = probed_knn(quantizer, base, queries[:5], 1, 400)
+    for row, row_scores in zip(small, small_scores, strict=True):
+        n_real = int((row >= 0).sum())
+        assert n_real < 400 and (row[n_real:] == -1).all() and np.isneginf(row_scores[n_real:]).all()
+        assert (np.diff(row_scores[:n_real]) <= 0).all()

@@ -120,7 +120,8 @@ def test_words_sharing_their_first_eight_bytes_stay_apart() -> None:
     assert_equals_sklearn(texts, counted)
     # each distinct word once, in order of first appearance, whatever follows it in the text
     words = label_terms._ChunkWords.cut([text.lower() for text in texts + MIXED])
-    codes, distinct = words.factorized()
+    codes, first, _ = words.factorized()
+    distinct = words.text_of(first)
     pattern = re.compile(LABEL_PATTERN)
     found = [w for text in texts + MIXED for w in pattern.findall(text.lower()) if len(w) >= 3]
     assert distinct == list(dict.fromkeys(found))

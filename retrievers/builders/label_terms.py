@@ -49,6 +49,14 @@ _LABEL_RE = re.compile(LABEL_PATTERN)
 _SKIP = -1  # a stop word or a piece shorter than 3 characters
 _MISSING = -2  # not seen yet
 _NEWLINE = 10
+_FRAME = np.array([_NEWLINE], dtype=np.uint8)
+#: ASCII bytes of lowercase letters; of word characters (letters, digits, ``_``), as ``\w`` reads ASCII
+_LETTERS = np.zeros(256, dtype=bool)
+_LETTERS[ord("a") : ord("z") + 1] = True
+_WORD_CHARACTERS = _LETTERS.copy()
+_WORD_CHARACTERS[ord("0") : ord("9") + 1] = True
+_WORD_CHARACTERS[ord("_")] = True
+_WORD_CHARACTERS[ord("A") : ord("Z") + 1] = True  # not in lowercased text; kept for what \w is
 
 
 def label_stop_words() -> frozenset[str]:
@@ -78,6 +86,8 @@ class LabelTerms:
         stop = label_stop_words()
         word_ids: dict[str, int] = {}
         n_terms = 0
+        known_heads = np.zeros(0, dtype=np.uint64)  # the words of at most 8 bytes, packed, sorted
+        known_terms = np.zeros(0, dtype=np.int64)  # and their term ids (_SKIP: not a term)
         chunk_ids: list[npt.NDArray[np.int32]] = []
         chunk_counts: list[npt.NDArray[np.integer]] = []
         chunk_sizes: list[IntArray] = []
@@ -86,10 +96,18 @@ class LabelTerms:
             n_texts_chunk = len(chunk)
             words = _ChunkWords.cut([text.lower() for text in chunk])
             del chunk
-            codes, distinct = words.factorized()
-            # the chunk's distinct words, in order of first appearance: new ones numbered in turn
-            known = np.empty(len(distinct), dtype=np.int64)
-            for position, word in enumerate(distinct):
+            codes, first, heads = words.factorized()
+            # the chunk's distinct words, in order of first appearance: those of at most 8 bytes
+            # seen in an earlier chunk are found by their bytes (one integer), the others are
+            # made into strings and looked up; new ones are numbered in turn
+            known = np.full(first.size, _MISSING, dtype=np.int64)
+            short = words.lengths[first] <= 8
+            if known_heads.size:
+                slot = np.minimum(np.searchsorted(known_heads, heads), known_heads.size - 1)
+                hit = short & (known_heads[slot] == heads)
+                known[hit] = known_terms[slot[hit]]
+            unknown = np.flatnonzero(known == _MISSING)
+            for position, word in zip(unknown.tolist(), words.text_of(first[unknown]), strict=True):
                 term = word_ids.get(word, _MISSING)
                 if term == _MISSING:
                     if word in stop:
@@ -99,6 +117,12 @@ class LabelTerms:
                         n_terms += 1
                     word_ids[word] = term
                 known[position] = term
+            added = unknown[short[unknown]]
+            if added.size:  # kept sorted by their bytes
+                order = np.argsort(heads[added])
+                at = np.searchsorted(known_heads, heads[added][order])
+                known_heads = np.insert(known_heads, at, heads[added][order])
+                known_terms = np.insert(known_terms, at, known[added][order])
             ids = known[codes]
             keep = ids >= 0
             width = max(n_terms, 1)
@@ -169,7 +193,8 @@ class _ChunkWords:
         starts, lengths = _ascii_words(buffer)
         text_starts = np.zeros(rows.size, dtype=np.int64)
         np.cumsum([len(lows[i]) + 1 for i in rows.tolist()][:-1], out=text_starts[1:])
-        owner = rows[np.searchsorted(text_starts, starts, side="right") - 1]
+        per_text = np.diff(np.searchsorted(starts, text_starts), append=starts.size)
+        owner = np.repeat(rows, per_text)  # the words are in text order
         others = np.flatnonzero(~plain).tolist()
         # texts with other characters: Python's own word splitting, then the same bytes form
         found: list[str] = []
@@ -194,14 +219,17 @@ class _ChunkWords:
             owner=all_owner[order],
         )
 
-    def factorized(self) -> tuple[IntArray, list[str]]:
+    def factorized(self) -> tuple[IntArray, IntArray, npt.NDArray[np.uint64]]:
         """Each word's position in the list of distinct words (listed in order of first
-        appearance): the words' bytes packed 8 at a time into integers and factorised, one
-        8-byte slice after another (only the words that long take part in a later slice)."""
+        appearance), where each distinct word first appears, and its first 8 bytes packed (the
+        whole word when it is no longer): the words' bytes packed 8 at a time into integers and
+        factorised, one 8-byte slice after another (only the words that long take part in a
+        later slice)."""
         import pandas as pd
 
         padded = np.concatenate([self.buffer, np.zeros(8, dtype=np.uint8)])
-        codes, distinct = pd.factorize(_packed(padded, self.starts, self.lengths, 0))
+        heads = _packed(padded, self.starts, self.lengths, 0)
+        codes, distinct = pd.factorize(heads)
         codes = codes.astype(np.int64)
         n_distinct = len(distinct)
         part = 1
@@ -217,29 +245,30 @@ class _ChunkWords:
             part += 1
         before = np.concatenate(([-1], np.maximum.accumulate(codes)[:-1])) if codes.size else codes
         first = np.flatnonzero(codes > before)  # the first appearance of code 0, 1, 2, ...
-        data = self.buffer.tobytes()
-        words = [
-            data[start : start + length].decode("utf-8")
-            for start, length in zip(self.starts[first].tolist(), self.lengths[first].tolist(), strict=True)
-        ]
-        if len(words) != n_distinct:  # internal check: one first appearance per code
+        if first.size != n_distinct:  # internal check: one first appearance per code
             raise AssertionError("label words: factorised codes out of order")
-        return codes, words
+        return codes, first, heads[first]
 
+    def text_of(self, positions: IntArray) -> list[str]:
+        """The words at ``positions`` as strings."""
+        data = self.buffer.tobytes()
+        return [
+            data[start : start + length].decode("utf-8")
+            for start, length in zip(self.starts[positions].tolist(), self.lengths[positions].tolist(), strict=True)
+        ]
 
 def _ascii_words(buffer: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:
     """Starts and lengths of the runs of 3+ letters in lowercased ASCII ``buffer`` with no word
     character (letter, digit, ``_``) just before or after: the matches of ``LABEL_PATTERN``."""
-    letter = (buffer >= ord("a")) & (buffer <= ord("z"))
-    word = letter | ((buffer >= ord("0")) & (buffer <= ord("9"))) | (buffer == ord("_"))
-    edges = np.diff(letter.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)
-    keep = ends - starts >= 3
-    keep &= (starts == 0) | ~word[np.maximum(starts - 1, 0)]
-    keep &= (ends == buffer.size) | ~word[np.minimum(ends, buffer.size - 1)]
-    return starts[keep].astype(np.int64), (ends - starts)[keep].astype(np.int64)
-
+    letter = _LETTERS[buffer]
+    # the runs' edges alternate: start, end, start, end, ... (the buffer is framed by non-letters)
+    edges = np.flatnonzero(np.diff(letter.view(np.int8), prepend=np.int8(0), append=np.int8(0)))
+    starts, ends = edges[0::2], edges[1::2]
+    long_enough = ends - starts >= 3
+    starts, ends = starts[long_enough], ends[long_enough]
+    framed = np.concatenate([_FRAME, buffer, _FRAME])  # framed[i + 1] is buffer[i]
+    alone = ~(_WORD_CHARACTERS[framed[starts]] | _WORD_CHARACTERS[framed[ends + 1]])
+    return starts[alone], (ends - starts)[alone]
 
 def _packed(padded: npt.NDArray[np.uint8], starts: IntArray, lengths: IntArray, part: int) -> npt.NDArray[np.uint64]:
     """Bytes ``8 * part`` to ``8 * part + 7`` of each word (longer than ``8 * part`` bytes) as
