@@ -100,7 +100,8 @@ def faiss_spherical_kmeans(
         kmeans.train(train)
     centres = np.asarray(kmeans.centroids, dtype=np.float32)
     if sample is rows:  # every member was trained on: its rows are gathered already
-        return np.argmax(train @ centres.T, axis=1).astype(np.int64)
+        trained: IntArray = np.argmax(train @ centres.T, axis=1).astype(np.int64)
+        return trained
     labels = np.empty(m, dtype=np.int64)
     for start in range(0, m, BLOCK):
         block = np.asarray(data[rows[start : start + BLOCK]], dtype=np.float32)
