@@ -114,9 +114,7 @@ def test_the_byte_level_cut_of_ascii_texts_equals_the_pattern(monkeypatch: pytes
 def test_words_sharing_their_first_eight_bytes_stay_apart() -> None:
     texts = ["abcdefgh abcdefghx abcdefghxy", "abcdefghxy abcdefgh", "abcdefghabcdefghq abcdefghabcdefgh"]
     counted = LabelTerms.count(texts)
-    assert counted.terms == (
-        "abcdefgh", "abcdefghabcdefgh", "abcdefghabcdefghq", "abcdefghx", "abcdefghxy"
-    )
+    assert counted.terms == ("abcdefgh", "abcdefghabcdefgh", "abcdefghabcdefghq", "abcdefghx", "abcdefghxy")
     assert_equals_sklearn(texts, counted)
     # each distinct word once, in order of first appearance, whatever follows it in the text
     words = label_terms._ChunkWords.cut([text.lower() for text in texts + MIXED])

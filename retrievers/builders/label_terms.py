@@ -46,7 +46,7 @@ FloatArray = npt.NDArray[np.float64]
 #: texts tokenized at a time (bounds the temporary lists of words)
 CHUNK = 8192
 _LABEL_RE = re.compile(LABEL_PATTERN)
-_SKIP = -1  # a stop word or a piece shorter than 3 characters
+_SKIP = -1  # a stop word
 _MISSING = -2  # not seen yet
 _NEWLINE = 10
 _FRAME = np.array([_NEWLINE], dtype=np.uint8)
@@ -128,9 +128,9 @@ class LabelTerms:
             width = max(n_terms, 1)
             pairs = words.owner[keep] * width + ids[keep]
             pairs.sort(kind="stable")  # already in row order: the runs make the sort cheap
-            first = np.ones(pairs.size, dtype=bool)
-            np.not_equal(pairs[1:], pairs[:-1], out=first[1:])
-            starts = np.flatnonzero(first)
+            new_pair = np.ones(pairs.size, dtype=bool)
+            np.not_equal(pairs[1:], pairs[:-1], out=new_pair[1:])
+            starts = np.flatnonzero(new_pair)
             pair_counts = np.diff(np.append(starts, pairs.size))
             pairs = pairs[starts]
             rows = pairs // width
@@ -254,8 +254,11 @@ class _ChunkWords:
         data = self.buffer.tobytes()
         return [
             data[start : start + length].decode("utf-8")
-            for start, length in zip(self.starts[positions].tolist(), self.lengths[positions].tolist(), strict=True)
+            for start, length in zip(
+                self.starts[positions].tolist(), self.lengths[positions].tolist(), strict=True
+            )
         ]
+
 
 def _ascii_words(buffer: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:
     """Starts and lengths of the runs of 3+ letters in lowercased ASCII ``buffer`` with no word
@@ -270,7 +273,10 @@ def _ascii_words(buffer: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:
     alone = ~(_WORD_CHARACTERS[framed[starts]] | _WORD_CHARACTERS[framed[ends + 1]])
     return starts[alone], (ends - starts)[alone]
 
-def _packed(padded: npt.NDArray[np.uint8], starts: IntArray, lengths: IntArray, part: int) -> npt.NDArray[np.uint64]:
+
+def _packed(
+    padded: npt.NDArray[np.uint8], starts: IntArray, lengths: IntArray, part: int
+) -> npt.NDArray[np.uint64]:
     """Bytes ``8 * part`` to ``8 * part + 7`` of each word (longer than ``8 * part`` bytes) as
     one little-endian integer, zero past its end: a word's bytes are never zero, so different
     words give different sequences of integers. ``padded`` ends with 8 zero bytes."""
