@@ -192,3 +192,23 @@ def test_uri_segment_fast_path_equals_quote() -> None:
     for a, b in itertools.product([chr(c) for c in range(1, 128)], repeat=2):
         assert uri_segment(a + b) == quote(a + b, safe=_SAFE_SEGMENT), repr(a + b)
     assert uri_segment("d0001234") == "d0001234" and uri_segment("a b/c") == "a%20b%2Fc"
+
+
+def test_first_appearance_codes_number_keys_as_a_dictionary_would() -> None:
+    """The compiled numbering (the library's stand-in for pandas.factorize): every key's number in
+    order of first appearance, with colliding slots (10,000 keys, many repeated, 0 and 2^64 - 1
+    among them) and the empty case."""
+    rng = np.random.default_rng(4)
+    keys = np.concatenate(
+        [
+            rng.integers(0, 2**63, 3000, dtype=np.uint64) * np.uint64(2),
+            np.array([0, 2**64 - 1], dtype=np.uint64),
+        ]
+    )
+    keys = keys[rng.integers(0, keys.size, 10_000)]
+    numbers: dict[int, int] = {}
+    expected = [numbers.setdefault(int(key), len(numbers)) for key in keys.tolist()]
+    codes, n_distinct = label_terms.first_appearance_codes(keys)
+    assert codes.tolist() == expected and n_distinct == len(numbers)
+    empty_codes, none = label_terms.first_appearance_codes(np.zeros(0, dtype=np.uint64))
+    assert empty_codes.size == 0 and none == 0

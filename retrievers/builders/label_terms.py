@@ -12,9 +12,10 @@ for bit (``tests/test_tree_label_terms.py`` compares them with :func:`fit_tfidf`
   whitespace; when every piece is made of letters (``str.isalpha``), the pieces of 3+ characters
   are exactly the pattern's matches (letters are word characters that are neither digits nor
   ``_``, whitespace is not a word character), else the pattern's ``findall`` runs on the text.
-  Each word's UTF-8 bytes are packed into 8-byte integers and the chunk's distinct words found
-  with ``pandas.factorize`` (exact: the integers are the bytes, not a hash), in order of first
-  appearance; only the distinct words are made into strings. scikit-learn's English stop words
+  Each word's UTF-8 bytes are packed into 8-byte integers and the chunk's distinct words
+  numbered in order of first appearance by a hash table compiled with numba
+  (:func:`first_appearance_codes`; exact: the integers are the bytes and are compared); only
+  the distinct words are made into strings. scikit-learn's English stop words
   are dropped.
 * **Ids.** Terms are numbered in order of first appearance over the corpus (as scikit-learn's
   vocabulary is while it counts); a row keeps its terms in that order, the order scikit-learn
@@ -30,12 +31,15 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.numba_jit import jit_enabled
 from retrievers.text import LABEL_PATTERN
 
 __all__ = ["LabelTerms", "label_stop_words"]
@@ -223,30 +227,24 @@ class _ChunkWords:
         """Each word's position in the list of distinct words (listed in order of first
         appearance), where each distinct word first appears, and its first 8 bytes packed (the
         whole word when it is no longer): the words' bytes packed 8 at a time into integers and
-        factorised, one 8-byte slice after another (only the words that long take part in a
-        later slice)."""
-        import pandas as pd
-
+        numbered (:func:`first_appearance_codes`), one 8-byte slice after another (only the
+        words that long take part in a later slice)."""
         padded = np.concatenate([self.buffer, np.zeros(8, dtype=np.uint8)])
         heads = _packed(padded, self.starts, self.lengths, 0)
-        codes, distinct = pd.factorize(heads)
-        codes = codes.astype(np.int64)
-        n_distinct = len(distinct)
+        codes, n_distinct = first_appearance_codes(heads)
         part = 1
         while (longer := np.flatnonzero(self.lengths > 8 * part)).size:
-            slice_codes, slice_distinct = pd.factorize(
+            slice_codes, slice_distinct = first_appearance_codes(
                 _packed(padded, self.starts[longer], self.lengths[longer], part)
             )
-            combined = codes * (len(slice_distinct) + 1)
+            combined = codes * (slice_distinct + 1)
             combined[longer] += slice_codes + 1
-            codes, distinct = pd.factorize(combined)
-            codes = codes.astype(np.int64)
-            n_distinct = len(distinct)
+            codes, n_distinct = first_appearance_codes(combined.view(np.uint64))
             part += 1
         before = np.concatenate(([-1], np.maximum.accumulate(codes)[:-1])) if codes.size else codes
         first = np.flatnonzero(codes > before)  # the first appearance of code 0, 1, 2, ...
         if first.size != n_distinct:  # internal check: one first appearance per code
-            raise AssertionError("label words: factorised codes out of order")
+            raise AssertionError("label words: numbered codes out of order")
         return codes, first, heads[first]
 
     def text_of(self, positions: IntArray) -> list[str]:
@@ -258,6 +256,73 @@ class _ChunkWords:
                 self.starts[positions].tolist(), self.lengths[positions].tolist(), strict=True
             )
         ]
+
+
+def first_appearance_codes(keys: npt.NDArray[np.uint64]) -> tuple[IntArray, int]:
+    """Each key's number among the distinct keys, numbered in order of first appearance, and
+    how many there are (``pandas.factorize``'s answer, which the library does not import): an
+    open-addressing hash table compiled by numba; keys are compared, not only hashed."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    bits = 4
+    while (1 << bits) < 2 * keys.size:  # at most half full
+        bits += 1
+    table_keys = np.empty(1 << bits, dtype=np.uint64)
+    table_codes = np.full(1 << bits, -1, dtype=np.int64)
+    codes = np.empty(keys.size, dtype=np.int64)
+    n_distinct = _compiled_numbering()(keys, table_keys, table_codes, codes, 64 - bits)
+    return codes, int(n_distinct)
+
+
+def _numbering(
+    keys: npt.NDArray[np.uint64],
+    table_keys: npt.NDArray[np.uint64],
+    table_codes: IntArray,
+    codes: IntArray,
+    shift: int,
+) -> int:
+    """:func:`first_appearance_codes`'s loop: slot = the top bits of key x 2^64 / golden ratio,
+    then the next free or equal slot."""
+    mask = np.uint64(table_keys.size - 1)
+    multiplier = np.uint64(0x9E3779B97F4A7C15)
+    top = np.uint64(shift)
+    one = np.uint64(1)
+    n_distinct = 0
+    for i in range(keys.size):
+        key = keys[i]
+        slot = (key * multiplier) >> top
+        while True:
+            code = table_codes[slot]
+            if code < 0:
+                table_keys[slot] = key
+                table_codes[slot] = n_distinct
+                codes[i] = n_distinct
+                n_distinct += 1
+                break
+            if table_keys[slot] == key:
+                codes[i] = code
+                break
+            slot = (slot + one) & mask
+    return n_distinct
+
+
+_NUMBERING: Any = None
+_NUMBERING_LOCK = threading.Lock()
+
+
+def _compiled_numbering() -> Any:
+    """:func:`_numbering` compiled (once per process, even with ``NUMBA_DISABLE_JIT`` set)."""
+    global _NUMBERING
+    if _NUMBERING is None:
+        with _NUMBERING_LOCK:
+            if _NUMBERING is None:
+                from numba import types
+
+                with jit_enabled() as numba:
+                    signature = types.int64(
+                        types.uint64[::1], types.uint64[::1], types.int64[::1], types.int64[::1], types.int64
+                    )
+                    _NUMBERING = numba.njit(signature, nogil=True)(_numbering)
+    return _NUMBERING
 
 
 def _ascii_words(buffer: npt.NDArray[np.uint8]) -> tuple[IntArray, IntArray]:

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievers.numba_jit import jit_enabled
+
 __all__ = ["ASK_AGAIN", "NUMPY", "exact_top", "pairwise_program"]
 
 Float32Array = npt.NDArray[np.float32]
@@ -326,20 +328,11 @@ def _compiled() -> Any:
         return _COMPILED
     with _LOCK:
         if _COMPILED is None:
-            import numba
             from numba import types
-            from numba.core import config as numba_config
 
-            config: Any = numba_config  # its settings are read from the environment at import
-
-            # numba's compiler re-reads every NUMBA_* variable when one changed since its last
-            # read (a test module sets NUMBA_CACHE_DIR), which would undo the two settings below
-            # half-way through: read them now, so the compiler finds nothing changed
-            config.reload_config()
-            before = getattr(config, "SLP_VECTORIZE", 0), config.DISABLE_JIT
-            config.SLP_VECTORIZE = 1  # read when a function's passes are made (numba >= 0.59)
-            config.DISABLE_JIT = 0  # compiled even then: interpreted, a query would take 1,000x longer
-            try:
+            # compiled even with NUMBA_DISABLE_JIT set (interpreted, a query would take 1,000x
+            # longer), with the SLP vectoriser on for these functions only
+            with jit_enabled(slp_vectorize=True) as numba:
                 # inlined where _top calls them (compiled there only: no signature of their own)
                 _run_compiled = numba.njit(nogil=True, inline="always")(_run)
                 _run4_compiled = numba.njit(nogil=True, inline="always")(_run4)
@@ -355,8 +348,6 @@ def _compiled() -> Any:
                     types.int64[::1],
                 )
                 _COMPILED = numba.njit(signature, nogil=True)(_top)
-            finally:
-                config.SLP_VECTORIZE, config.DISABLE_JIT = before
     return _COMPILED
 
 
