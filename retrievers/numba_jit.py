@@ -1,11 +1,11 @@
 """numba's compiler switched on for a few functions, whatever the environment says.
 
-The kernels compiled here (:mod:`retrievers.index.exact_kernel`'s top of a query's scores,
-:mod:`retrievers.builders.label_terms`'s word numbering) are loops over every element: run by
-the interpreter, as ``NUMBA_DISABLE_JIT=1`` would make ``numba.njit`` do (the test session sets
-it for ranx), they would take a thousand times longer. :func:`jit_enabled` compiles them anyway,
-and optionally with LLVM's SLP vectoriser; numba's on-disk cache is not used (it unpickles its
-index files), so each process compiles on first use.
+The kernels compiled through it (:mod:`retrievers.index.exact_kernel`'s top of a query's
+scores, :mod:`retrievers.builders.label_terms`'s word numbering) are loops over every element:
+run by the interpreter, as ``NUMBA_DISABLE_JIT=1`` would make ``numba.njit`` do (the test
+session sets it for ranx), they would take a thousand times longer. :func:`jit_enabled`
+compiles them anyway, and optionally with LLVM's SLP vectoriser; numba's on-disk cache is not
+used (it unpickles its index files), so each process compiles on first use.
 """
 
 from __future__ import annotations
