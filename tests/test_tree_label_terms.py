@@ -46,6 +46,13 @@ def assert_equals_sklearn(texts: list[str], counted: LabelTerms) -> None:
     assert np.array_equal(weights, data)  # bit for bit, not merely close
 
 
+def assert_same_counts(part: LabelTerms, whole: LabelTerms) -> None:
+    """Two counts of the same texts are equal in every array, bit for bit."""
+    assert part.terms == whole.terms
+    for name in ("indptr", "term_ids", "counts", "idf", "norms"):
+        assert np.array_equal(getattr(part, name), getattr(whole, name)), name
+
+
 def synthetic_texts(n: int) -> list[str]:
     documents, _ = corpus(n)
     return [doc.full_text for doc in documents]
@@ -64,9 +71,7 @@ def test_chunks_of_any_size_give_the_same_counts(monkeypatch: pytest.MonkeyPatch
     for size in (1, 2, 7):
         monkeypatch.setattr(label_terms, "CHUNK", size)
         part = LabelTerms.count(texts)
-        assert part.terms == whole.terms
-        for name in ("indptr", "term_ids", "counts", "idf", "norms"):
-            assert np.array_equal(getattr(part, name), getattr(whole, name)), name
+        assert_same_counts(part, whole)
     assert_equals_sklearn(texts, part)
 
 
@@ -106,9 +111,7 @@ def test_the_byte_level_cut_of_ascii_texts_equals_the_pattern(monkeypatch: pytes
     for size in (1, 3, 64):
         monkeypatch.setattr(label_terms, "CHUNK", size)
         part = LabelTerms.count(mixed)
-        assert part.terms == whole.terms
-        for name in ("indptr", "term_ids", "counts", "idf", "norms"):
-            assert np.array_equal(getattr(part, name), getattr(whole, name)), name
+        assert_same_counts(part, whole)
 
 
 def test_words_sharing_their_first_eight_bytes_stay_apart() -> None:
