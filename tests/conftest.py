@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+from forked_python import run_python
 from http_servers import ChatServer, FileServer, started
 
 # set before any test imports a Hugging Face library: a model that is not on disk fails at once
@@ -369,26 +369,41 @@ def smoke_settings(*overrides: str) -> Settings:
     return compose_settings("experiment=smoke", *overrides)
 
 
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: int = 600
-) -> subprocess.CompletedProcess[str]:
-    """``python -m viking_eval ARGS`` from the repository root, in this test's environment
-    (its cache, data folder) updated by ``env``; ``tests/`` is on ``PYTHONPATH`` so overrides
-    may name classes defined in test files; the debug switches are off unless ``env`` sets them,
-    so a failure is the one line users see. Output captured as text."""
-    debug = ("VIKING_EVAL_DEBUG", "HYDRA_FULL_ERROR")  # off unless ``env`` turns them on
-    environment = {**{key: value for key, value in os.environ.items() if key not in debug}, **(env or {})}
+def child_environment(env: dict[str, str] | None = None, *, drop: Sequence[str] = ()) -> dict[str, str]:
+    """This test's environment (its cache, data folder) without ``drop`` and updated by ``env``,
+    with the repository and ``tests/`` first on ``PYTHONPATH`` (overrides may name classes
+    defined in test files); the debug switches are off unless ``env`` sets them, so a failure is
+    the one line users see."""
+    dropped = {"VIKING_EVAL_DEBUG", "HYDRA_FULL_ERROR", *drop}
+    environment = {**{key: value for key, value in os.environ.items() if key not in dropped}, **(env or {})}
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT), str(REPO_ROOT / "tests"), environment.get("PYTHONPATH", "")]
     )
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *args],
-        cwd=REPO_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return environment
+
+
+def run_module(
+    module: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    drop: Sequence[str] = (),
+    cwd: Path = REPO_ROOT,
+    timeout: int = 600,
+    fresh: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGS`` in ``cwd`` (the repository root) in :func:`child_environment`,
+    output captured as text. Run in a process forked from the worker's server
+    (tests/forked_python.py), or with ``fresh`` (and whenever the environment changes what a
+    start-up reads) in a fresh interpreter."""
+    environment = child_environment(env, drop=drop)
+    return run_python(["-m", module, *args], cwd=cwd, env=environment, timeout=timeout, fresh=fresh)
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600, fresh: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python -m viking_eval ARGS`` through :func:`run_module`."""
+    return run_module("viking_eval", *args, env=env, timeout=timeout, fresh=fresh)
 
 
 def preflight_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

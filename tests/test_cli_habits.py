@@ -5,10 +5,10 @@ write it."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from viking_eval import cli
 from viking_eval.config.errors import did_you_mean
@@ -17,9 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *args], cwd=REPO, capture_output=True, text=True, check=False
-    )
+    return run_cli(*args)
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_module
 
 from viking_eval.sweep import export as export_module
 from viking_eval.sweep.export import ExportError, export, main
@@ -175,12 +174,8 @@ def test_the_module_refuses_in_a_fresh_process(tmp_path: Path) -> None:
     out = tmp_path / "tuned"
     export(run, "kept", out_dir=out)
     before = (out / "kept.yaml").read_bytes()
-    done = subprocess.run(
-        [sys.executable, "-m", "viking_eval.sweep.export", str(run), "--name", "kept", "--out-dir", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run_module(
+        "viking_eval.sweep.export", str(run), "--name", "kept", "--out-dir", str(out), timeout=120
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: {out / 'kept.yaml'} exists")

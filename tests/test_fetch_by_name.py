@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
 import pytest
+from conftest import child_environment
 from filelock import FileLock
+from forked_python import run_python
 from http_servers import FileServer, unreachable_url
 
 from viking_eval.data.errors import DataError
@@ -59,19 +59,10 @@ def releases(shared_raw: Path, file_server: FileServer) -> FileServer:
 
 def _environment(tmp_path: Path, mirror: str) -> dict[str, str]:
     """A clone with nothing beside it: no VIKING_EVAL_DATA, an empty data folder, downloads on."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("VIKING_EVAL_DATA", "VIKING_EVAL_DOWNLOAD", "VIKING_EVAL_MIRROR")
-    }
-    env.update(
-        XDG_DATA_HOME=str(tmp_path / "xdg"),
-        VIKING_EVAL_MIRROR=mirror,
-        PYTHONPATH=str(REPO),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
+    return child_environment(
+        {"XDG_DATA_HOME": str(tmp_path / "xdg"), "VIKING_EVAL_MIRROR": mirror},
+        drop=("VIKING_EVAL_DATA", "VIKING_EVAL_DOWNLOAD", "VIKING_EVAL_MIRROR"),
     )
-    return env
 
 
 def _data_home(tmp_path: Path) -> Path:
@@ -81,32 +72,16 @@ def _data_home(tmp_path: Path) -> Path:
 def _run(
     tmp_path: Path, mirror: str, *overrides: str, label: str = "run"
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "viking_eval",
-            *overrides,
-            "run.latency.n_queries=0",
-            "run.metrics=[nDCG@10]",
-            f"hydra.run.dir={tmp_path / label}",
-        ],
-        cwd=REPO,
-        env=_environment(tmp_path, mirror),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return run_python(
+        ["-m", "viking_eval", *overrides, "run.latency.n_queries=0", "run.metrics=[nDCG@10]",
+         f"hydra.run.dir={tmp_path / label}"],
+        cwd=REPO, env=_environment(tmp_path, mirror), timeout=900,
+    )  # fmt: skip
 
 
 def _download(tmp_path: Path, mirror: str, name: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval.data.download", name],
-        cwd=REPO,
-        env=_environment(tmp_path, mirror),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return run_python(
+        ["-m", "viking_eval.data.download", name], cwd=REPO, env=_environment(tmp_path, mirror), timeout=600
     )
 
 

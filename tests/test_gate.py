@@ -8,14 +8,14 @@ import csv
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import run_cli, shared_data_env, smoke_settings
+from conftest import child_environment, run_cli, shared_data_env, smoke_settings
+from forked_python import run_python
 
 from viking_eval.gate import commands as gate
 from viking_eval.gate.baseline import GateError, load_baseline, read_per_query
@@ -45,7 +45,7 @@ def _write(path: Path, document: dict[str, Any]) -> Path:
 
 
 def _run(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return run_python(args, cwd=cwd, env=child_environment())
 
 
 @pytest.mark.slow

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import preflight_error
+from conftest import preflight_error, run_cli
 from hydra import compose, initialize_config_dir
 
 from viking_eval.config import ConfigError, Settings, load_settings
@@ -188,12 +185,7 @@ def test_a_half_where_sweeps_tune_on_another_split_is_refused(tmp_path: Path, ad
     (adi_copy / "qrels" / "dev.tsv").write_text((adi_copy / "qrels" / "test.tsv").read_text())
     assert resolve_tune_split(adi_copy, "test", "auto") == "dev"
     out = tmp_path / "run"
-    environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "viking_eval", *SMOKE, f"dataset.path={adi_copy}", "dataset.half=holdout",
-         f"hydra.run.dir={out}"],
-        cwd=REPO, env=environment, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    done = run_cli(*SMOKE, f"dataset.path={adi_copy}", "dataset.half=holdout", f"hydra.run.dir={out}")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]

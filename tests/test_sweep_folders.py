@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 
 from viking_eval.results import run_folder, sweep_folder
 
@@ -29,8 +29,7 @@ def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _multirun(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "viking_eval", "-m", *BASE, *overrides, f"hydra.sweep.dir={sweep_dir}"]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    return run_cli("-m", *BASE, *overrides, f"hydra.sweep.dir={sweep_dir}")
 
 
 def _hashes(folder: Path) -> dict[str, str]:

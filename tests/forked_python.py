@@ -1,0 +1,234 @@
+"""``python -m MODULE ARGS`` and ``python -c CODE ARGS`` for the tests, each in its own process
+forked from a server that has already imported the harness (the test suite's start-up saving).
+
+A fresh ``python -m viking_eval`` spends 3-4 s of CPU importing Hydra, scipy, matplotlib,
+faiss and the harness before it reads its first argument; the suite starts the CLI a few hundred
+times. Each pytest worker starts one server (:func:`run_python`, on first use), a plain Python
+process that imports :data:`PRELOAD` and then forks one child per command. A child is a separate
+process as ``subprocess.run`` would start: its own process group (a time-out kills it and
+whatever it started), the command's working folder, environment, ``sys.argv`` and ``sys.path``,
+stdin from ``/dev/null``, stdout and stderr in files read back as text, and the exit status a
+fresh interpreter would give (``SystemExit``'s code, 1 and the traceback on an uncaught
+exception, minus the signal number when killed). What it cannot give is a fresh interpreter's
+start-up state, so a command runs in a fresh interpreter instead (``subprocess.run``) when:
+
+- its environment differs from the server's in any variable other than the harness's own
+  (``VIKING_EVAL_*``), ``HYDRA_FULL_ERROR`` (read when an error is printed) and pytest's
+  ``PYTEST_CURRENT_TEST``: none is read by name when the harness or :data:`PRELOAD` is imported
+  (tests/test_forked_python.py), while a library may read any other when it is imported
+  (``PYTHONPATH``, ``HOME``, ``HF_*``, ``NUMBA_*``, thread counts; matplotlib reads
+  ``XDG_DATA_HOME``);
+- the caller asks for ``fresh=True``: two runs compared byte for byte, which must not share
+  one string-hash seed (a fresh interpreter draws its own), or a test of start-up itself;
+- ``os.fork`` is missing (not POSIX).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: what the server imports before it forks (each saves its import in every child that uses it)
+PRELOAD = (
+    "viking_eval.cli",
+    "viking_eval.run.experiment",
+    "viking_eval.report",
+    "viking_eval.sweep",
+    "viking_eval.gate",
+    "viking_eval.benchmark.run",
+    "hydra_plugins",
+    "scipy.stats",
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+    "faiss",
+    "sklearn.feature_extraction.text",
+    "pytrec_eval",
+    "bm25s",
+)
+#: environment variables a child may set differently from the server (read when used)
+CHILD_PREFIXES = ("VIKING_EVAL_",)
+CHILD_NAMES = frozenset({"HYDRA_FULL_ERROR", "PYTEST_CURRENT_TEST"})
+
+
+def _may_differ(name: str) -> bool:
+    return name in CHILD_NAMES or name.startswith(CHILD_PREFIXES)
+
+
+def _startup(environment: Mapping[str, str]) -> dict[str, str]:
+    """The variables a process's start-up may read: every one but those a child may change."""
+    return {name: value for name, value in environment.items() if not _may_differ(name)}
+
+
+class _Server:
+    """One forking server process (this worker's), its request and reply pipes."""
+
+    def __init__(self, environment: Mapping[str, str]) -> None:
+        self.startup = _startup(environment)
+        request_read, self._request = os.pipe()
+        self._reply, reply_write = os.pipe()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import forked_python; forked_python.serve({request_read}, {reply_write})",
+            ],
+            env=dict(environment),
+            cwd=Path(__file__).resolve().parent,
+            pass_fds=(request_read, reply_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        os.close(request_read)
+        os.close(reply_write)
+        self._buffer = b""
+        ready = self._read(None)
+        if ready != {"ready": True}:
+            raise RuntimeError(f"the forking test server did not start: {ready}")
+
+    def _read(self, timeout: float | None) -> dict[str, Any] | None:
+        """The server's next reply line, or None when ``timeout`` seconds pass without one."""
+        while b"\n" not in self._buffer:
+            readable, _, _ = select.select([self._reply], [], [], timeout)
+            if not readable:
+                return None
+            chunk = os.read(self._reply, 65536)
+            if not chunk:
+                raise RuntimeError(f"the forking test server stopped (exit {self.process.wait()})")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def run(
+        self, argv: list[str], cwd: str, environment: dict[str, str], timeout: float | None
+    ) -> subprocess.CompletedProcess[str]:
+        with tempfile.TemporaryDirectory(prefix="forked-") as folder:
+            out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+            request = {"argv": argv, "cwd": cwd, "env": environment, "stdout": out, "stderr": err}
+            os.write(self._request, json.dumps(request).encode() + b"\n")
+            started = self._read(None)
+            assert started is not None and "pid" in started, started
+            finished = self._read(timeout)
+            if finished is None:  # as subprocess.run: kill it (and what it started), then raise
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(started["pid"], signal.SIGKILL)
+                self._read(None)
+                raise subprocess.TimeoutExpired([sys.executable, *argv], timeout or 0, _text(out), _text(err))
+            return subprocess.CompletedProcess(
+                [sys.executable, *argv], finished["status"], _text(out), _text(err)
+            )
+
+    def close(self) -> None:
+        os.close(self._request)  # the server stops at the end of its requests
+        self.process.wait(timeout=60)
+        os.close(self._reply)
+
+
+def _text(path: str) -> str:
+    """A child's output as ``subprocess.run(..., text=True)`` gives it (universal newlines)."""
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        return stream.read()
+
+
+_SERVER: _Server | None = None
+
+
+def run_python(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float | None = None,
+    fresh: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` (``-m MODULE ...`` or ``-c CODE ...``) in ``cwd`` with exactly the
+    environment ``env``, output captured as text: in a child of this worker's forking server, or
+    in a fresh interpreter (module docstring: when)."""
+    global _SERVER
+    argv = list(argv)
+    forkable = hasattr(os, "fork") and not fresh and len(argv) >= 2 and argv[0] in ("-m", "-c")
+    if forkable and _SERVER is not None and _startup(env) != _SERVER.startup:
+        forkable = False
+    if not forkable:
+        return subprocess.run(
+            [sys.executable, *argv], cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=timeout
+        )
+    if _SERVER is None:
+        _SERVER = _Server(env)
+        atexit.register(_SERVER.close)
+    return _SERVER.run(argv, str(cwd), dict(env), timeout)
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+def serve(request_fd: int, reply_fd: int) -> None:
+    """Import :data:`PRELOAD`, then fork one child per request line until the pipe closes."""
+    for module in PRELOAD:
+        importlib.import_module(module)
+    requests = os.fdopen(request_fd, "rb", buffering=0)
+
+    def reply(message: dict[str, Any]) -> None:
+        os.write(reply_fd, json.dumps(message).encode() + b"\n")
+
+    reply({"ready": True})
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            chunk = requests.read(65536)
+            if not chunk:
+                return
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            requests.close()
+            os.close(reply_fd)
+            _child(request)  # never returns: the child ends by SystemExit
+        reply({"pid": pid})
+        _, status = os.waitpid(pid, 0)
+        reply({"status": os.waitstatus_to_exitcode(status)})
+
+
+def _child(request: dict[str, Any]) -> None:
+    """Become the command's process, run it, and exit as a fresh ``python`` would."""
+    import runpy
+
+    os.setpgid(0, 0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    for source, target in ((null, 0), (out, 1), (err, 2)):
+        os.dup2(source, target)
+        os.close(source)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    option, target, *rest = request["argv"]
+    if option == "-m":
+        sys.argv = [target, *rest]  # runpy sets argv[0] to the module's file
+        sys.path[0] = os.getcwd()
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = ["-c", *rest]
+        sys.path[0] = ""
+        main = sys.modules["__main__"]
+        for name in [name for name in vars(main) if not name.startswith("__")]:
+            delattr(main, name)
+        exec(compile(target, "<string>", "exec"), vars(main))
+    raise SystemExit(0)
