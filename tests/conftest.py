@@ -376,9 +376,8 @@ def child_environment(env: dict[str, str] | None = None, *, drop: Sequence[str] 
     the one line users see."""
     dropped = {"VIKING_EVAL_DEBUG", "HYDRA_FULL_ERROR", *drop}
     environment = {**{key: value for key, value in os.environ.items() if key not in dropped}, **(env or {})}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT), str(REPO_ROOT / "tests"), environment.get("PYTHONPATH", "")]
-    )
+    inherited = [entry for entry in environment.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests"), *inherited])
     return environment
 
 

@@ -41,17 +41,30 @@ from typing import Any
 
 #: what the server imports before it forks (each saves its import in every child that uses it)
 PRELOAD = (
+    # the harness and what a smoke run, a sweep and a report import (measured: sys.modules after one)
     "viking_eval.cli",
     "viking_eval.run.experiment",
     "viking_eval.report",
+    "viking_eval.report.sweep_plots",
     "viking_eval.sweep",
+    "viking_eval.sweep.summary",
     "viking_eval.gate",
     "viking_eval.benchmark.run",
-    "hydra_plugins",
+    "retrievers.run_file",
+    "hydra_plugins.viking_optuna_sweeper.sweeper",
+    "hydra_plugins.hydra_joblib_launcher.joblib_launcher",
+    "hydra._internal.core_plugins.basic_launcher",
+    "hydra._internal.core_plugins.basic_sweeper",
+    "hydra._internal.core_plugins.file_config_source",
+    "hydra._internal.core_plugins.importlib_resources_config_source",
+    "hydra._internal.core_plugins.structured_config_source",
+    "optuna",
     "scipy.stats",
-    "matplotlib.figure",
+    "matplotlib.pyplot",
     "matplotlib.backends.backend_agg",
+    "PIL.PngImagePlugin",
     "faiss",
+    "sklearn.decomposition",
     "sklearn.feature_extraction.text",
     "pytrec_eval",
     "bm25s",
@@ -142,6 +155,13 @@ def _text(path: str) -> str:
 
 
 _SERVER: _Server | None = None
+#: fork children (``FORKED_PYTHON=0``: every command in a fresh interpreter, to compare)
+FORK = hasattr(os, "fork") and os.environ.get("FORKED_PYTHON", "1") != "0"
+
+
+def server_pid() -> int | None:
+    """The process id of this worker's forking server (None before its first command)."""
+    return None if _SERVER is None else _SERVER.process.pid
 
 
 def run_python(
@@ -157,7 +177,7 @@ def run_python(
     in a fresh interpreter (module docstring: when)."""
     global _SERVER
     argv = list(argv)
-    forkable = hasattr(os, "fork") and not fresh and len(argv) >= 2 and argv[0] in ("-m", "-c")
+    forkable = FORK and not fresh and len(argv) >= 2 and argv[0] in ("-m", "-c")
     if forkable and _SERVER is not None and _startup(env) != _SERVER.startup:
         forkable = False
     if not forkable:

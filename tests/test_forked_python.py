@@ -12,7 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from forked_python import CHILD_NAMES, CHILD_PREFIXES, PRELOAD, run_python
+from conftest import child_environment
+from forked_python import CHILD_NAMES, CHILD_PREFIXES, PRELOAD, run_python, server_pid
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,7 +22,7 @@ REPORT = textwrap.dedent(
     """
     import json, os, sys
     print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "value": os.environ.get("VIKING_EVAL_PROBE"),
-                      "path0": sys.path[0], "name": __name__}))
+                      "path0": sys.path[0], "name": __name__, "parent": os.getppid()}))
     print("to stderr", file=sys.stderr)
     raise SystemExit(int(sys.argv[-1]))
     """
@@ -29,7 +30,7 @@ REPORT = textwrap.dedent(
 
 
 def _environment(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]), **extra}
+    return child_environment(extra)
 
 
 @pytest.mark.parametrize("status", [0, 3])
@@ -38,10 +39,13 @@ def test_a_forked_child_sees_what_a_fresh_interpreter_sees(tmp_path: Path, statu
     argv = ["-c", REPORT, "word with spaces", str(status)]
     forked = run_python(argv, cwd=tmp_path, env=environment)
     fresh = run_python(argv, cwd=tmp_path, env=environment, fresh=True)
+    assert json.loads(forked.stdout)["parent"] == server_pid()  # forked, not started afresh
+    assert json.loads(fresh.stdout)["parent"] == os.getpid()
     for done in (forked, fresh):
         assert done.returncode == status
         assert done.stderr == "to stderr\n"
         seen = json.loads(done.stdout)
+        del seen["parent"]
         assert seen == {
             "argv": ["-c", "word with spaces", str(status)],
             "cwd": str(tmp_path),
@@ -57,7 +61,9 @@ def test_a_module_run_with_dash_m_gets_its_file_as_argv0_and_the_folder_on_the_p
     forked = run_python(["-m", "probe_module", "x", "0"], cwd=tmp_path, env=environment)
     fresh = run_python(["-m", "probe_module", "x", "0"], cwd=tmp_path, env=environment, fresh=True)
     assert forked.returncode == fresh.returncode == 0, forked.stderr
-    assert json.loads(forked.stdout) == json.loads(fresh.stdout)
+    seen, expected = json.loads(forked.stdout), json.loads(fresh.stdout)
+    assert seen.pop("parent") == server_pid() and expected.pop("parent") == os.getpid()
+    assert seen == expected
     assert json.loads(forked.stdout)["argv"] == [str(tmp_path / "probe_module.py"), "x", "0"]
 
 
@@ -68,9 +74,11 @@ def test_an_uncaught_exception_prints_its_traceback_and_exits_1(tmp_path: Path) 
 
 
 def test_a_time_out_kills_the_child_and_everything_it_started(tmp_path: Path) -> None:
+    run_python(["-c", "pass"], cwd=tmp_path, env=_environment())  # the server is started
     marker = tmp_path / "grandchild.pid"
     code = (
-        "import subprocess, sys, time\n"
+        "import os, subprocess, sys, time\n"
+        f"assert os.getppid() == {server_pid()}, 'not forked'\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
         f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
         "time.sleep(600)\n"
