@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import child_environment
+from forked_python import run_python
 
 from retrievers.index import BM25Index
 from retrievers.types import EncodeKind
@@ -147,10 +148,7 @@ def test_a_library_build_gets_lines_through_its_factory(monkeypatch: pytest.Monk
 
 
 def _environment(**extra: str) -> dict[str, str]:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), **extra}
-    for name in ("VIKING_EVAL_DEBUG", "HYDRA_FULL_ERROR", "HF_HUB_DISABLE_PROGRESS_BARS"):
-        environment.pop(name, None)
-    return environment
+    return child_environment(extra, drop=("HF_HUB_DISABLE_PROGRESS_BARS",))
 
 
 @pytest.mark.needs_data
@@ -215,13 +213,11 @@ def test_loading_minilm_shows_no_loading_weights_bar(tmp_path: Path) -> None:
 
 
 def test_a_bad_interval_is_one_line_before_anything_runs(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "viking_eval", "experiment=smoke", f"hydra.run.dir={tmp_path / 'run'}"],
-        capture_output=True,
-        text=True,
+    done = run_python(
+        ["-m", "viking_eval", "experiment=smoke", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=ROOT,
         env=_environment(VIKING_EVAL_PROGRESS_INTERVAL="soon", VIKING_EVAL_CACHE=str(tmp_path / "cache")),
         timeout=300,
-        check=False,
     )
     assert done.returncode == 2
     assert [line for line in done.stderr.splitlines() if line.strip()] == [

@@ -10,7 +10,6 @@ its import would write must not exist).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import run_module
 
 from retrievers import TunedFileError, load_tuned
 from retrievers.baselines import BM25Retriever
@@ -75,14 +75,13 @@ def evil_pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[
 
 def _cli(tmp_path: Path, *args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m viking_eval <args>`` with this worktree's code and no own modules allowed."""
-    environment = {key: value for key, value in os.environ.items() if key != registry.ALLOW_ENV}
-    environment["PYTHONPATH"] = os.pathsep.join([str(REPO), *([str(extra_path)] if extra_path else [])])
-    return subprocess.run(
-        [sys.executable, "-m", "viking_eval", *args, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
+    extra = {"PYTHONPATH": str(extra_path)} if extra_path else {}
+    return run_module(
+        "viking_eval",
+        *args,
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env=extra,
+        drop=(registry.ALLOW_ENV,),
         timeout=300,
     )
 
