@@ -16,7 +16,9 @@
 - **Slow tests are marked.** ``slow``: a test over about 10 s on 2 idle cores (a real model, a
   subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest.
 - **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
-  config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``), its
+  config (``compose_settings``, ``smoke_settings``), the CLI in a child process (``run_cli``; any
+  ``python -m`` module: ``run_module``; the environment they give it: ``child_environment``), forked
+  from a server per worker that has imported the harness (tests/forked_python.py), its
   pre-flight's one error line (``preflight_error``), a smoke multirun (``smoke_multirun``) and a fake
   embedder over given vectors (``RowEmbedder``). The
   local HTTP servers (remote models, chat, files) are in ``tests/http_servers.py``;

@@ -3,21 +3,22 @@ forked from a server that has already imported the harness (the test suite's sta
 
 A fresh ``python -m viking_eval`` spends 3-4 s of CPU importing Hydra, scipy, matplotlib,
 faiss and the harness before it reads its first argument; the suite starts the CLI a few hundred
-times. Each pytest worker starts one server (:func:`run_python`, on first use), a plain Python
+times. A pytest worker starts a server (:func:`run_python`, on first use), a plain Python
 process that imports :data:`PRELOAD` and then forks one child per command. A child is a separate
 process as ``subprocess.run`` would start: its own process group (a time-out kills it and
 whatever it started), the command's working folder, environment, ``sys.argv`` and ``sys.path``,
 stdin from ``/dev/null``, stdout and stderr in files read back as text, and the exit status a
 fresh interpreter would give (``SystemExit``'s code, 1 and the traceback on an uncaught
 exception, minus the signal number when killed). What it cannot give is a fresh interpreter's
-start-up state, so a command runs in a fresh interpreter instead (``subprocess.run``) when:
+start-up state.
 
-- its environment differs from the server's in any variable other than the harness's own
-  (``VIKING_EVAL_*``), ``HYDRA_FULL_ERROR`` (read when an error is printed) and pytest's
-  ``PYTEST_CURRENT_TEST``: none is read by name when the harness or :data:`PRELOAD` is imported
-  (tests/test_forked_python.py), while a library may read any other when it is imported
-  (``PYTHONPATH``, ``HOME``, ``HF_*``, ``NUMBA_*``, thread counts; matplotlib reads
-  ``XDG_DATA_HOME``);
+Each start-up environment gets its own server (every variable but the harness's own,
+``VIKING_EVAL_*``, ``HYDRA_FULL_ERROR``, read when an error is printed, and pytest's
+``PYTEST_CURRENT_TEST``: none is read by name when the harness or :data:`PRELOAD` is imported,
+tests/test_forked_python.py; a library may read any other when it is imported: ``PYTHONPATH``,
+``HOME``, ``HF_*``, ``NUMBA_*``, thread counts, and matplotlib reads ``XDG_DATA_HOME``), at most
+:data:`MAX_SERVERS` at once. A command runs in a fresh interpreter (``subprocess.run``) when:
+
 - the caller asks for ``fresh=True``: two runs compared byte for byte, which must not share
   one string-hash seed (a fresh interpreter draws its own), or a test of start-up itself;
 - ``os.fork`` is missing (not POSIX).
@@ -88,6 +89,7 @@ class _Server:
 
     def __init__(self, environment: Mapping[str, str]) -> None:
         self.startup = _startup(environment)
+        self.served = 0  #: commands run
         request_read, self._request = os.pipe()
         self._reply, reply_write = os.pipe()
         self.process = subprocess.Popen(
@@ -154,14 +156,39 @@ def _text(path: str) -> str:
         return stream.read()
 
 
-_SERVER: _Server | None = None
+#: this worker's servers, one per start-up environment (at most :data:`MAX_SERVERS`)
+_SERVERS: list[_Server] = []
+#: servers kept at once: the one that served most stays, a test's own environment gets the other
+MAX_SERVERS = 2
 #: fork children (``FORKED_PYTHON=0``: every command in a fresh interpreter, to compare)
 FORK = hasattr(os, "fork") and os.environ.get("FORKED_PYTHON", "1") != "0"
 
 
-def server_pid() -> int | None:
-    """The process id of this worker's forking server (None before its first command)."""
-    return None if _SERVER is None else _SERVER.process.pid
+def server_pid(env: Mapping[str, str]) -> int | None:
+    """The process id of the server whose children get the environment ``env`` (None: none yet)."""
+    startup = _startup(env)
+    return next((server.process.pid for server in _SERVERS if server.startup == startup), None)
+
+
+def _server(env: Mapping[str, str]) -> _Server:
+    """The server started with ``env``'s start-up variables, started now if there is none; when
+    :data:`MAX_SERVERS` run, the one that served fewer commands stops first."""
+    startup = _startup(env)
+    for server in _SERVERS:
+        if server.startup == startup:
+            return server
+    if len(_SERVERS) >= MAX_SERVERS:
+        _SERVERS.sort(key=lambda server: server.served)
+        _SERVERS.pop(0).close()
+    server = _Server(env)
+    _SERVERS.append(server)
+    return server
+
+
+@atexit.register
+def _close_servers() -> None:
+    while _SERVERS:
+        _SERVERS.pop().close()
 
 
 def run_python(
@@ -173,21 +200,16 @@ def run_python(
     fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``python ARGV`` (``-m MODULE ...`` or ``-c CODE ...``) in ``cwd`` with exactly the
-    environment ``env``, output captured as text: in a child of this worker's forking server, or
-    in a fresh interpreter (module docstring: when)."""
-    global _SERVER
+    environment ``env``, output captured as text: in a child of the worker's forking server for
+    ``env``'s start-up variables, or in a fresh interpreter (module docstring: when)."""
     argv = list(argv)
-    forkable = FORK and not fresh and len(argv) >= 2 and argv[0] in ("-m", "-c")
-    if forkable and _SERVER is not None and _startup(env) != _SERVER.startup:
-        forkable = False
-    if not forkable:
+    if not (FORK and not fresh and len(argv) >= 2 and argv[0] in ("-m", "-c")):
         return subprocess.run(
             [sys.executable, *argv], cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=timeout
         )
-    if _SERVER is None:
-        _SERVER = _Server(env)
-        atexit.register(_SERVER.close)
-    return _SERVER.run(argv, str(cwd), dict(env), timeout)
+    server = _server(env)
+    server.served += 1
+    return server.run(argv, str(cwd), dict(env), timeout)
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -241,6 +263,9 @@ def _child(request: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     option, target, *rest = request["argv"]
     if option == "-m":
+        # run as __main__ from its source, not found already imported (a fresh interpreter has not
+        # imported it: runpy would warn that it has)
+        sys.modules.pop(target, None)
         sys.argv = [target, *rest]  # runpy sets argv[0] to the module's file
         sys.path[0] = os.getcwd()
         runpy.run_module(target, run_name="__main__", alter_sys=True)

@@ -39,7 +39,7 @@ def test_a_forked_child_sees_what_a_fresh_interpreter_sees(tmp_path: Path, statu
     argv = ["-c", REPORT, "word with spaces", str(status)]
     forked = run_python(argv, cwd=tmp_path, env=environment)
     fresh = run_python(argv, cwd=tmp_path, env=environment, fresh=True)
-    assert json.loads(forked.stdout)["parent"] == server_pid()  # forked, not started afresh
+    assert json.loads(forked.stdout)["parent"] == server_pid(environment)  # forked, not started afresh
     assert json.loads(fresh.stdout)["parent"] == os.getpid()
     for done in (forked, fresh):
         assert done.returncode == status
@@ -62,7 +62,7 @@ def test_a_module_run_with_dash_m_gets_its_file_as_argv0_and_the_folder_on_the_p
     fresh = run_python(["-m", "probe_module", "x", "0"], cwd=tmp_path, env=environment, fresh=True)
     assert forked.returncode == fresh.returncode == 0, forked.stderr
     seen, expected = json.loads(forked.stdout), json.loads(fresh.stdout)
-    assert seen.pop("parent") == server_pid() and expected.pop("parent") == os.getpid()
+    assert seen.pop("parent") == server_pid(environment) and expected.pop("parent") == os.getpid()
     assert seen == expected
     assert json.loads(forked.stdout)["argv"] == [str(tmp_path / "probe_module.py"), "x", "0"]
 
@@ -78,7 +78,7 @@ def test_a_time_out_kills_the_child_and_everything_it_started(tmp_path: Path) ->
     marker = tmp_path / "grandchild.pid"
     code = (
         "import os, subprocess, sys, time\n"
-        f"assert os.getppid() == {server_pid()}, 'not forked'\n"
+        f"assert os.getppid() == {server_pid(_environment())}, 'not forked'\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
         f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
         "time.sleep(600)\n"
@@ -155,3 +155,16 @@ def test_importing_the_harness_and_the_preloaded_libraries_reads_no_variable_a_c
     assert found["modules"] > 100  # every module was imported
     changeable = [name for name in found["read"] if name.startswith(CHILD_PREFIXES) or name in CHILD_NAMES]
     assert changeable == []
+
+
+def test_another_start_up_environment_gets_its_own_server(tmp_path: Path) -> None:
+    """A variable read at start-up (here PYTHONPATH) differs: the child comes from a server started
+    with it, so it imports what only that path has; the usual server keeps serving the others."""
+    (tmp_path / "only_here.py").write_text("WHERE = 'only here'\n", encoding="utf-8")
+    usual, other = _environment(), _environment(PYTHONPATH=str(tmp_path))
+    code = "import os, only_here; print(only_here.WHERE, os.getppid())"
+    done = run_python(["-c", code], cwd=REPO, env=other)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["only", "here", str(server_pid(other))]
+    assert run_python(["-c", "import only_here"], cwd=REPO, env=usual).returncode == 1
+    assert server_pid(usual) not in (None, server_pid(other))
