@@ -16,10 +16,9 @@
 - **Slow tests are marked.** ``slow``: a test over about 10 s on 2 idle cores (a real model, a
   subprocess sweep, the gate); ``python -m pytest -m "not slow"`` runs the rest.
 - **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
-  config (``compose_settings``, ``smoke_settings``), the CLI in a child process (``run_cli``; any
-  ``python -m`` module: ``run_module``; the environment they give it: ``child_environment``), forked
-  from a server per worker that has imported the harness (tests/forked_python.py), its
-  pre-flight's one error line (``preflight_error``), a smoke multirun (``smoke_multirun``) and a fake
+  config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``; any
+  ``python -m`` module: ``run_module``; any command line: ``run_python``; the environment they
+  give it: ``child_environment``), its pre-flight's one error line (``preflight_error``), a smoke multirun (``smoke_multirun``) and a fake
   embedder over given vectors (``RowEmbedder``). The
   local HTTP servers (remote models, chat, files) are in ``tests/http_servers.py``;
   ``chat_server_factory`` starts its ``ChatServer``, ``file_server`` its ``FileServer``.
@@ -32,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from forked_python import run_python
 from http_servers import ChatServer, FileServer, started
 
 # set before any test imports a Hugging Face library: a model that is not on disk fails at once
@@ -383,6 +382,16 @@ def child_environment(env: dict[str, str] | None = None, *, drop: Sequence[str] 
     return environment
 
 
+def run_python(
+    argv: Sequence[str], *, env: dict[str, str], cwd: Path = REPO_ROOT, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` in ``cwd`` (the repository root) with exactly the environment ``env``
+    (:func:`child_environment` makes one), output captured as text."""
+    return subprocess.run(
+        [sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def run_module(
     module: str,
     *args: str,
@@ -390,21 +399,17 @@ def run_module(
     drop: Sequence[str] = (),
     cwd: Path = REPO_ROOT,
     timeout: int = 600,
-    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m MODULE ARGS`` in ``cwd`` (the repository root) in :func:`child_environment`,
-    output captured as text. Run in a process forked from the worker's server
-    (tests/forked_python.py), or with ``fresh`` (and whenever the environment changes what a
-    start-up reads) in a fresh interpreter."""
-    environment = child_environment(env, drop=drop)
-    return run_python(["-m", module, *args], cwd=cwd, env=environment, timeout=timeout, fresh=fresh)
+    """``python -m MODULE ARGS`` in ``cwd`` (the repository root) in :func:`child_environment`
+    (``env``, without ``drop``), output captured as text."""
+    return run_python(["-m", module, *args], env=child_environment(env, drop=drop), cwd=cwd, timeout=timeout)
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: int = 600, fresh: bool = False
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess[str]:
     """``python -m viking_eval ARGS`` through :func:`run_module`."""
-    return run_module("viking_eval", *args, env=env, timeout=timeout, fresh=fresh)
+    return run_module("viking_eval", *args, env=env, timeout=timeout)
 
 
 def preflight_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -19,9 +19,8 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import child_environment
+from conftest import child_environment, run_python
 from filelock import FileLock
-from forked_python import run_python
 from http_servers import FileServer, unreachable_url
 
 from viking_eval.data.errors import DataError

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import child_environment, run_cli, shared_data_env, smoke_settings
-from forked_python import run_python
+from conftest import child_environment, run_cli, run_python, shared_data_env, smoke_settings
 
 from viking_eval.gate import commands as gate
 from viking_eval.gate.baseline import GateError, load_baseline, read_per_query

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import child_environment
-from forked_python import run_python
+from conftest import child_environment, run_python
 
 from retrievers.index import BM25Index
 from retrievers.types import EncodeKind
