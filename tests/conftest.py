@@ -18,8 +18,8 @@
 - **Helpers live here**, imported by the test files (``from conftest import ...``): composing a
   config (``compose_settings``, ``smoke_settings``), the CLI in a subprocess (``run_cli``; any
   ``python -m`` module: ``run_module``; any command line: ``run_python``; the environment they
-  give it: ``child_environment``), its pre-flight's one error line (``preflight_error``), a smoke multirun (``smoke_multirun``) and a fake
-  embedder over given vectors (``RowEmbedder``). The
+  give it: ``child_environment``), its pre-flight's one error line (``preflight_error``), a smoke
+  multirun (``smoke_multirun``) and a fake embedder over given vectors (``RowEmbedder``). The
   local HTTP servers (remote models, chat, files) are in ``tests/http_servers.py``;
   ``chat_server_factory`` starts its ``ChatServer``, ``file_server`` its ``FileServer``.
 - **CI runs everything.** ``VIKING_EVAL_NO_SKIP=1`` (set by ``.ci/run``) turns every skip into a
