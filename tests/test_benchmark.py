@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import compose_settings, run_cli
+from conftest import compose_settings, preflight_error, run_cli
 
 from viking_eval.benchmark.run import check_benchmark, plan_jobs, run_benchmark
 from viking_eval.config import ConfigError
@@ -121,11 +121,13 @@ def test_benchmark_table_equals_the_single_dataset_runs(data_env: Path, tmp_path
 
 
 @pytest.mark.needs_data
-def test_an_unknown_dataset_is_refused_before_any_work(data_env: Path, tmp_path: Path) -> None:
+def test_an_unknown_dataset_is_refused_before_any_work(
+    data_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "bench"
-    result = run_cli("experiment=benchmark", "benchmark.datasets=[adi,scifakt]", f"hydra.run.dir={out}")
-    assert result.returncode == 2
-    line = result.stderr.strip().splitlines()[-1]
+    line = preflight_error(
+        capsys, "experiment=benchmark", "benchmark.datasets=[adi,scifakt]", f"hydra.run.dir={out}"
+    )
     assert line.startswith(
         "error: benchmark.datasets: unknown dataset 'scifakt': not a dataset config (conf/dataset/: adi, "
     )

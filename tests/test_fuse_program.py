@@ -10,9 +10,10 @@ import random
 from pathlib import Path
 
 import pytest
+from conftest import compose_settings, run_cli
 
 from retrievers.fusion import fuse_runs
-from tests.conftest import run_cli
+from viking_eval.config import Settings
 from viking_eval.fuse.optimise import grid, grid_search, optuna_search, weight_grid
 from viking_eval.measures.metrics import evaluate, parse_metrics
 
@@ -68,9 +69,7 @@ def adi_legs(tmp_path_factory: pytest.TempPathFactory, shared_datasets: Path) ->
     return folder
 
 
-def _settings(legs: Path, *options: str):  # type: ignore[no-untyped-def]
-    from tests.conftest import compose_settings
-
+def _settings(legs: Path, *options: str) -> Settings:
     runs = f"fuse.runs=[{legs}/runs/bm25.trec,{legs}/runs/dense.trec]"
     return compose_settings("experiment=fuse", runs, *options)
 
