@@ -5,15 +5,12 @@ write it."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 from conftest import run_cli
 
 from viking_eval import cli
 from viking_eval.config.errors import did_you_mean
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -18,14 +18,7 @@ from conftest import run_cli
 
 from viking_eval.results import run_folder, sweep_folder
 
-REPO = Path(__file__).resolve().parents[1]
 BASE = ["experiment=smoke", "run.latency.n_queries=0"]
-
-
-@pytest.fixture
-def data_env(shared_datasets: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("VIKING_EVAL_DATA", str(shared_datasets))
-    return shared_datasets
 
 
 def _multirun(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
