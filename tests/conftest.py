@@ -28,6 +28,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import subprocess
@@ -363,6 +364,17 @@ def compose_settings(*overrides: str) -> Settings:
 
     with hydra_session():
         return load_settings(compose_config(list(overrides)))
+
+
+def memory_mapped(array: np.ndarray) -> bool:
+    """Whether ``array``'s memory is a file's memory map (an ``np.memmap``, or a view of one: the
+    store loads its columns as plain views of their maps, retrievers/store/npy_files.py)."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap) and base.filename is not None:
+            return True
+        base = base.base
+    return isinstance(base, mmap.mmap)
 
 
 def smoke_settings(*overrides: str) -> Settings:

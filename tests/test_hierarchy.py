@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import memory_mapped
 
 from retrievers import ContextNode, ContextStore, Document, StoreConfig, TfidfEmbedder
 from retrievers.builders import build_store
@@ -268,7 +269,7 @@ def test_metadata_path_builder_with_summaries(tmp_path: Path) -> None:
     store.save(tmp_path / "store")
     loaded = ContextStore.load(tmp_path / "store")
     assert loaded.tree is not None and loaded.tree.nodes == tree.nodes
-    assert isinstance(loaded.tree.record_vectors, np.memmap)
+    assert memory_mapped(loaded.tree.record_vectors) and type(loaded.tree.record_vectors) is np.ndarray
     np.testing.assert_array_equal(loaded.tree.record_vectors, tree.record_vectors)
     assert not list((tmp_path / "store").rglob("*.pkl"))
 

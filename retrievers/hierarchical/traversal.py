@@ -313,6 +313,7 @@ def traverse(
         visited.update(probe.directories.tolist())
         _open_probe(probe, index, params, scores, keyword, leaf_hits, max(top_k, child_limit), pool, top)
     max_rounds = params.max_convergence_rounds
+    threshold, inclusive = params.threshold, params.threshold_inclusive
     previous_top: frozenset[int] | None = None
     previous_size = len(pool)
     unchanged = 0
@@ -330,24 +331,26 @@ def traverse(
             index.score_missing(vector, children, scores, keyword)
             raw = scores.get(children)
             order = np.lexsort((children, -raw))[:child_limit]
-            kids = children[order].tolist()
+            picked = children[order]
+            kids = picked.tolist()
             kid_scores, kid_fallback = reranked(kids)
             path = (*item.path, tree.uris[item.node])
-            for node, child_score in zip(kids, kid_scores, strict=True):
+            parent = item.score
+            # per child: its vector score (as scored just above) and whether it is a leaf
+            kid_rows = zip(kids, kid_scores, raw[order].tolist(), tree.is_leaf[picked].tolist(), strict=True)
+            for node, child_score, vector_score, is_leaf in kid_rows:
                 # "No parent score" is a root, tested as such; a real 0.0 still propagates.
-                final = (
-                    child_score if item.score is None else alpha * child_score + (1.0 - alpha) * item.score
-                )
-                if not _passes(params, final):
-                    continue
+                final = child_score if parent is None else alpha * child_score + (1.0 - alpha) * parent
+                if threshold is not None and not (final >= threshold if inclusive else final > threshold):
+                    continue  # fails the threshold (as _passes)
                 known = pool.get(node)
                 if known is None or final > known.score:
-                    if tree.is_leaf[node]:
+                    if is_leaf:
                         top.offer(node, final, new=known is None)
                     pool[node] = _found(
-                        final, scores[node], path, "traversal", child_score, kid_fallback, rerank
+                        final, vector_score, path, "traversal", child_score, kid_fallback, rerank
                     )
-                if not tree.is_leaf[node] and node not in visited:
+                if not is_leaf and node not in visited:
                     heapq.heappush(heap, _Queued(-final, node, sequence, final, path))
                     sequence += 1
         stats.rounds += 1

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from retrievers.store.ids import IdColumn
-from retrievers.store.npy_files import save_npy
+from retrievers.store.npy_files import load_npy, save_npy
 from retrievers.store.rows import BLOCK, RowSequence, sequence_equal
 from retrievers.store.text_column import TextColumn, TextColumnWriter
 from retrievers.types import Document
@@ -150,7 +150,7 @@ class DocumentColumns(RowSequence[Document]):
 
     @classmethod
     def load(cls, folder: Path, *, mmap: bool = True) -> DocumentColumns:
-        ids = np.load(folder / "ids.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        ids = load_npy(folder / "ids.npy", mmap=mmap)
         columns = [TextColumn.load(folder, field, mmap=mmap) for field in _FIELDS]
         # sorted and unique when written; a full check would read the whole column at every load
         return cls(IdColumn(ids, check=False), *columns, folder=folder)

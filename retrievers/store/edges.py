@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievers.params import is_int
+from retrievers.store.npy_files import load_npy
 from retrievers.types import Edge
 
 __all__ = ["EDGES_FORMAT", "MAX_EXAMPLES", "EdgeReport", "EdgeSet"]
@@ -317,7 +318,7 @@ class EdgeSet:
                 f"{meta_path}: edge format {meta.get('format')!r} is not {EDGES_FORMAT}; rebuild the store"
             )
         arrays = {
-            name: np.load(folder / f"{name}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+            name: load_npy(folder / f"{name}.npy", mmap=mmap)
             for name in ("indptr", "dst", "weight", "relation")
         }
         edge_set = cls(

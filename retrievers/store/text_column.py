@@ -10,12 +10,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.store.npy_files import NpyAppender
+from retrievers.store.npy_files import NpyAppender, load_npy
 from retrievers.store.rows import BLOCK, RowSequence, sequence_equal
 
 __all__ = ["TextColumn", "TextColumnWriter"]
@@ -47,9 +47,8 @@ class TextColumn(RowSequence[str]):
 
     @classmethod
     def load(cls, folder: Path, name: str, *, mmap: bool = True) -> TextColumn:
-        mode: Literal["r"] | None = "r" if mmap else None
-        offsets = np.load(folder / f"{name}.offsets.npy", mmap_mode=mode, allow_pickle=False)
-        blob = np.load(folder / f"{name}.blob.npy", mmap_mode=mode, allow_pickle=False)
+        offsets = load_npy(folder / f"{name}.offsets.npy", mmap=mmap)
+        blob = load_npy(folder / f"{name}.blob.npy", mmap=mmap)
         if offsets.dtype != np.int64 or blob.dtype != np.uint8:
             raise ValueError(
                 f"{folder}: column {name!r} has dtypes {offsets.dtype}/{blob.dtype}, expected int64/uint8"

@@ -31,14 +31,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from retrievers.store.columns import encode_metadata
 from retrievers.store.ids import RowIndex
-from retrievers.store.npy_files import save_npy
+from retrievers.store.npy_files import load_npy, save_npy
 from retrievers.store.text_column import TextColumn
 from retrievers.store.tree_nodes import CodeNames, DocIds, NodeColumns, UriIndex
 from retrievers.store.tree_uris import CONTEXT_TYPES, TreeError, context_type_of
@@ -407,12 +407,9 @@ class ContextTree:
                 f"{meta_path}: format {meta.get('format')!r} version {meta.get('version')!r} is not "
                 f"{_FORMAT!r} version {_FORMAT_VERSION}; rebuild the store"
             )
-        mode: Literal["r"] | None = "r" if mmap else None
         try:
             texts = {name: TextColumn.load(folder, name, mmap=mmap) for name in _TEXT_FIELDS}
-            arrays = {
-                name: np.load(folder / f"{name}.npy", mmap_mode=mode, allow_pickle=False) for name in _ARRAYS
-            }
+            arrays = {name: load_npy(folder / f"{name}.npy", mmap=mmap) for name in _ARRAYS}
         except (OSError, ValueError) as error:
             raise TreeError(f"{folder}: unreadable tree ({error}); rebuild the store") from None
         if int(arrays["level"].shape[0]) != meta.get("n_nodes"):
@@ -427,11 +424,11 @@ class ContextTree:
             record_args = [
                 np.load(folder / "record_nodes.npy", allow_pickle=False),
                 np.load(folder / "record_levels.npy", allow_pickle=False),
-                np.load(vectors_path, mmap_mode=mode, allow_pickle=False),
+                load_npy(vectors_path, mmap=mmap),
             ]
         tree._set_records(*record_args)
         if row_of is not None and (folder / "leaf_rows.npy").is_file():
-            rows = np.load(folder / "leaf_rows.npy", mmap_mode=mode, allow_pickle=False)
+            rows = load_npy(folder / "leaf_rows.npy", mmap=mmap)
             if rows.shape != (len(tree.nodes),):
                 raise TreeError(
                     f"{folder}: leaf_rows.npy has shape {rows.shape}, expected ({len(tree.nodes)},)"
