@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retrievers.index import ExactVectorIndex
 from retrievers.index import rescore as rescore_module
 from retrievers.index.exact_kernel import ASK_AGAIN, NUMPY, exact_top, pairwise_program
 from retrievers.index.rescore import one_top, rescore
@@ -165,6 +166,45 @@ def test_its_cut_is_one_tops_numpy_cut(case: int, monkeypatch: pytest.MonkeyPatc
             )
         else:
             assert_bits(compiled, numpy_answer)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_the_band_worked_out_in_the_call_is_one_bands(case: int) -> None:
+    """``band_factor``: the compiled call works the band out from the query's norm; the answer
+    equals the one given ``ExactVectorIndex.one_band`` (the same bits, the same asks again),
+    with ties among the candidates so that the band decides what is scored."""
+    rng = np.random.default_rng(300 + case)
+    vectors = rng.standard_normal((300, 40)).astype(np.float32)
+    vectors[60:80] = vectors[9]  # 21 tied rows
+    if case % 2:
+        vectors[80:90] = np.nextafter(vectors[9], np.float32(np.inf))  # 1 ulp away
+    exact = ExactVectorIndex(vectors)
+    query = vectors[9] if case % 3 == 0 else rng.standard_normal(40).astype(np.float32)
+    labels, ranked = ranked_candidates(rng, vectors, query, int(rng.integers(12, 40)), shuffle=case % 4 == 1)
+    band = exact.one_band(query)
+    assert band is not None
+    for check_gap in (False, True):
+        given = exact_top(vectors, query, labels, 10, ranked=ranked, band=band, check_gap=check_gap)
+        worked_out = exact_top(
+            vectors, query, labels, 10, ranked=ranked, band_factor=exact.band_factor, check_gap=check_gap
+        )
+        if isinstance(given, str):
+            assert worked_out == given
+        else:
+            assert_bits(worked_out, given)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_a_query_that_is_not_finite_is_handed_over_when_the_call_works_the_band_out(value: float) -> None:
+    rng = np.random.default_rng(310)
+    vectors = rng.standard_normal((50, 16)).astype(np.float32)
+    query = rng.standard_normal(16).astype(np.float32)
+    labels, ranked = ranked_candidates(rng, vectors, query, 12, shuffle=False)
+    query[5] = value
+    factor = ExactVectorIndex(vectors).band_factor
+    assert exact_top(vectors, query, labels, 10, ranked=ranked, band_factor=factor) == ASK_AGAIN
+    assert exact_top(vectors, query, labels, 10, band_factor=factor) == ASK_AGAIN  # IVF-PQ's call
+    assert exact_top(vectors, query, labels, 10) == NUMPY  # no band asked for: a score not finite
 
 
 def test_a_memory_mapped_matrix_is_read_in_place(tmp_path) -> None:  # type: ignore[no-untyped-def]

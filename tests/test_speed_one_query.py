@@ -90,11 +90,14 @@ def test_one_query_takes_the_general_path_for_what_it_does_not_handle(
     assert_same(index.search(query.astype(np.float64), 10), want)  # float64: converted
     assert_same(index.search(np.asfortranarray(queries)[5], 10), want)  # a strided view
     assert len(index.search(query, index.size)[0][1]) == index.size  # k = every row
-    bad = query.copy()
-    bad[3] = np.nan
-    with pytest.raises(ValueError, match="NaN or infinite"):
-        index.search(bad, 10)
-    assert spy.answered == [True]
+    for value in (np.nan, np.inf):
+        bad = query.copy()
+        bad[3] = value
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            index.search(bad, 10)
+    # faiss searched them (it answers a query that is not finite without harm), the compiled
+    # call found the query's norm not finite and handed it over: the general path refused it
+    assert spy.answered == [True, False, False]
 
 
 def test_one_query_runs_faiss_on_one_thread_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,7 +170,7 @@ def test_a_query_whose_heap_dropped_a_candidate_is_scored_in_full(monkeypatch: p
     assert_same(index.search(queries, 10, **knobs), want)
     spy = OneQuerySpy()
     monkeypatch.setattr(ann_module, "one_query", spy)
-    monkeypatch.setattr(ann_one_module, "exact_top", lambda *args: None)  # a score not finite
+    monkeypatch.setattr(ann_one_module, "exact_top", lambda *args, **kwargs: None)  # a score not finite
     monkeypatch.setattr(ann_module, "refined_top", refined_top)
     assert_same([index.search(queries[4], 10, **knobs)[0]], want[4:5])
     assert spy.answered == [False]  # handed over to the general path

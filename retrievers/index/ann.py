@@ -325,8 +325,7 @@ class FaissVectorIndex:
             plan = one_plan(self._index, self.kind, k, counts, self._parameters(None, ef_search, nprobe))
             if len(self._plans) < 256:
                 self._plans[key] = plan
-        band = self.exact.one_band(query)  # None: NaN or infinite, refused by the general path
-        return None if band is None else one_query(_faiss(), plan, self.exact.vectors, query, band)
+        return one_query(_faiss(), plan, self.exact, query)
 
     def _knob_values(
         self, ef_search: int | None, nprobe: int | None, refine_factor: int | None

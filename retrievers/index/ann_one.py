@@ -25,9 +25,10 @@ from typing import Any, TypeGuard
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.exact_kernel import exact_top
+from retrievers.index.exact_kernel import NUMPY, exact_top
 from retrievers.index.faiss_calls import search_one
 from retrievers.index.rescore import one_top
+from retrievers.index.vectors import ExactVectorIndex
 
 __all__ = ["OneQueryPlan", "is_one_vector", "one_query", "plain_knobs"]
 
@@ -73,11 +74,12 @@ def plain_knobs(k: object, ef_search: object, nprobe: object, refine_factor: obj
 
 
 def one_query(
-    faiss: Any, plan: OneQueryPlan, vectors: Float32Array, query: Float32Array, band: float
+    faiss: Any, plan: OneQueryPlan, exact: ExactVectorIndex, query: Float32Array
 ) -> tuple[Float32Array, IndexArray] | None:
-    """The top ``plan.length`` of one ``query`` (band: its rounding band) among the candidates
-    of ``plan``'s faiss index, scored exactly over ``vectors``. None: the general path must
-    answer (module docstring)."""
+    """The top ``plan.length`` of one ``query`` among the candidates of ``plan``'s faiss index,
+    scored exactly over ``exact``'s vectors; its rounding band is worked out in the same compiled
+    call. None: the general path must answer (module docstring; a query value that is NaN or
+    infinite too: faiss answers it without harm, and the general path refuses it)."""
     before = int(faiss.omp_get_max_threads())
     if before != 1:  # one query on two threads only spins the second core
         faiss.omp_set_num_threads(1)
@@ -86,9 +88,24 @@ def one_query(
     finally:
         if before != 1:
             faiss.omp_set_num_threads(before)
+    vectors = exact.vectors
     if plan.kind == "ivf_pq":  # quantised scores only choose: every candidate scored exactly
-        found = exact_top(vectors, query, labels[0], plan.length)
+        found = exact_top(vectors, query, labels[0], plan.length, band_factor=exact.band_factor)
         return None if isinstance(found, str) else found
+    found = exact_top(
+        vectors,
+        query,
+        labels[0],
+        plan.length,
+        ranked=scores[0],
+        band_factor=exact.band_factor,
+        check_gap=plan.check_gap,
+    )
+    if not isinstance(found, str):
+        return found
+    band = exact.one_band(query) if found == NUMPY else None
+    if band is None:  # every candidate within the band, or the query not finite
+        return None
     return one_top(vectors, query, labels[0], scores[0], band, plan.length, plan.check_gap, True)
 
 

@@ -198,6 +198,7 @@ def _top(
     labels: Any,
     ranked: Any,
     band: float,
+    band_factor: float,
     check_gap: bool,
     program: Any,
     top_scores: Any,
@@ -207,10 +208,22 @@ def _top(
     :func:`pairwise_program`), four rows at a time, the best ``top_scores.size`` kept by (score
     desc, row asc) in ``top_scores`` / ``top_rows``, best first, by insertion. With ``ranked``
     (faiss's float32 scores of ``labels``, best first) only the rows within ``band`` of the k-th
-    best are scored: :func:`~retrievers.index.rescore.one_top`'s cut, step for step. Answers the
-    number kept; -2: every candidate lies within the band and ``check_gap`` is set (the caller
-    asks faiss again); -1: a row outside ``vectors`` or a score that is not finite (the caller's
-    numpy path answers, and refuses what numpy's would)."""
+    best are scored: :func:`~retrievers.index.rescore.one_top`'s cut, step for step; with
+    ``band_factor`` > 0 the band is ``band_factor`` times the query's norm (its squared norm
+    summed in float64, as :meth:`~retrievers.index.vectors.ExactVectorIndex.one_band` computes
+    it up to the order of the additions, far inside the band's 1e-6 slack). Answers the number
+    kept; -2: every candidate lies within the band and ``check_gap`` is set (the caller asks
+    faiss again); -3: a query value is NaN or infinite (the caller's general path refuses it);
+    -1: a row outside ``vectors`` or a score that is not finite (the caller's numpy path
+    answers, and refuses what numpy's would)."""
+    if band_factor > 0.0:
+        squared = 0.0
+        for i in range(query.size):
+            value = np.float64(query[i])
+            squared += value * value
+        if not np.isfinite(squared):
+            return -3
+        band = band_factor * np.sqrt(squared)
     fetch = labels.size
     length = top_scores.size
     n_rows = vectors.shape[0]
@@ -342,6 +355,7 @@ def _compiled() -> Any:
                     types.Array(types.int64, 1, "C", readonly=True),  # labels
                     types.Array(types.float32, 1, "C", readonly=True),  # ranked (or empty)
                     types.float64,  # band
+                    types.float64,  # band_factor (> 0: the band from the query's norm)
                     types.boolean,  # check_gap
                     types.Array(types.int64, 2, "C", readonly=True),  # pairwise_program's
                     types.float32[::1],
@@ -369,17 +383,20 @@ def exact_top(
     *,
     ranked: Float32Array | None = None,
     band: float = 0.0,
+    band_factor: float = 0.0,
     check_gap: bool = False,
 ) -> tuple[Float32Array, IndexArray] | str:
     """The top ``length`` of the rows ``labels`` names (-1: none) by (score desc, row asc), each
     scored as :class:`~retrievers.index.vectors.ExactVectorIndex` scores it (bit for bit):
     ``(scores float32, rows int64)``, new arrays. With ``ranked`` (faiss's float32 scores of
     ``labels``, best first), only the rows within ``band`` of the k-th best are scored, as
-    :func:`~retrievers.index.rescore.one_top` cuts them; :data:`ASK_AGAIN` when every one is
-    within it and ``check_gap`` is set. :data:`NUMPY` when the caller's numpy path must answer:
-    arrays the compiled function does not take (C-contiguous float32 ``(n, dim)`` vectors and
-    ``(dim,)`` query and ranked scores, int64 labels), a row outside ``vectors`` or a score that
-    is not finite."""
+    :func:`~retrievers.index.rescore.one_top` cuts them (``band_factor`` > 0: the band is worked
+    out from the query in the same call, its ``one_band``); :data:`ASK_AGAIN` when every one is
+    within it and ``check_gap`` is set, or a query value is not finite (the general path, asked
+    instead, refuses it). :data:`NUMPY` when the caller's numpy path must answer: arrays the
+    compiled function does not take (C-contiguous float32 ``(n, dim)`` vectors and ``(dim,)``
+    query and ranked scores, int64 labels), a row outside ``vectors`` or a score that is not
+    finite."""
     scores = _NO_SCORES if ranked is None else ranked
     if not (
         vectors.ndim == 2
@@ -392,9 +409,13 @@ def exact_top(
     top_rows = np.empty(length, dtype=np.int64)
     program = pairwise_program(vectors.shape[1])
     try:  # numba checks the dtypes, dimensions and C order against the signature
-        kept = _compiled()(vectors, query, labels, scores, band, check_gap, program, top_scores, top_rows)
+        kept = _compiled()(
+            vectors, query, labels, scores, band, band_factor, check_gap, program, top_scores, top_rows
+        )
     except TypeError:
         return NUMPY
+    if kept == length:  # the common case: the arrays as they are
+        return top_scores, top_rows
     if kept < 0:
-        return ASK_AGAIN if kept == -2 else NUMPY
+        return NUMPY if kept == -1 else ASK_AGAIN
     return top_scores[:kept], top_rows[:kept]

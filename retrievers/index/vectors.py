@@ -120,6 +120,11 @@ class ExactVectorIndex:
         self.dim: int = int(matrix.shape[1])
 
     @property
+    def band_factor(self) -> float:
+        """A query's rounding band per unit of its norm (:meth:`one_band`)."""
+        return self._band_factor
+
+    @property
     def vectors(self) -> Float32Array:
         """The indexed matrix (read-only use)."""
         return self._vectors
