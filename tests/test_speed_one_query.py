@@ -19,6 +19,7 @@ from test_ann_fast_path import assert_same, previous, tied_corpus
 from retrievers.index import ExactVectorIndex, FaissVectorIndex
 from retrievers.index import ann as ann_module
 from retrievers.index import ann_one as ann_one_module
+from retrievers.index.exact_kernel import NUMPY
 from retrievers.index.rescore import float32_scores, refined_top, rescore
 from retrievers.store.vector_index_config import VectorIndexConfig
 
@@ -170,7 +171,7 @@ def test_a_query_whose_heap_dropped_a_candidate_is_scored_in_full(monkeypatch: p
     assert_same(index.search(queries, 10, **knobs), want)
     spy = OneQuerySpy()
     monkeypatch.setattr(ann_module, "one_query", spy)
-    monkeypatch.setattr(ann_one_module, "exact_top", lambda *args, **kwargs: None)  # a score not finite
+    monkeypatch.setattr(ann_one_module, "checked_top", lambda *args: NUMPY)  # a score not finite
     monkeypatch.setattr(ann_module, "refined_top", refined_top)
     assert_same([index.search(queries[4], 10, **knobs)[0]], want[4:5])
     assert spy.answered == [False]  # handed over to the general path

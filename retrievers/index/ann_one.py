@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 import numpy as np
 import numpy.typing as npt
 
-from retrievers.index.exact_kernel import NUMPY, exact_top
+from retrievers.index.exact_kernel import NO_SCORES, NUMPY, checked_top, pairwise_program
 from retrievers.index.faiss_calls import search_one
 from retrievers.index.rescore import one_top
 from retrievers.index.vectors import ExactVectorIndex
@@ -49,6 +49,7 @@ class OneQueryPlan:
     asked: int
     check_gap: bool
     parameters: Any
+    program: IndexArray  # pairwise_program(dim): how the rescoring sums a row
 
 
 def is_one_vector(queries: npt.ArrayLike, dim: int) -> TypeGuard[Float32Array]:
@@ -88,18 +89,16 @@ def one_query(
     finally:
         if before != 1:
             faiss.omp_set_num_threads(before)
-    vectors = exact.vectors
+    vectors, factor = exact.vectors, exact.band_factor
+    # the plan's shapes hold (a (dim,) query of the (n, dim) matrix, faiss's (asked,) arrays):
+    # the compiled call without exact_top's checks
     if plan.kind == "ivf_pq":  # quantised scores only choose: every candidate scored exactly
-        found = exact_top(vectors, query, labels[0], plan.length, band_factor=exact.band_factor)
+        found = checked_top(
+            vectors, query, labels[0], NO_SCORES, 0.0, factor, False, plan.program, plan.length
+        )
         return None if isinstance(found, str) else found
-    found = exact_top(
-        vectors,
-        query,
-        labels[0],
-        plan.length,
-        ranked=scores[0],
-        band_factor=exact.band_factor,
-        check_gap=plan.check_gap,
+    found = checked_top(
+        vectors, query, labels[0], scores[0], 0.0, factor, plan.check_gap, plan.program, plan.length
     )
     if not isinstance(found, str):
         return found
@@ -116,4 +115,4 @@ def one_plan(
     contract's candidates, those asked first, those that leave no row unseen), as
     :meth:`FaissVectorIndex.search` computes them."""
     _, asked, complete = counts
-    return OneQueryPlan(index, kind, length, asked, asked < complete, parameters)
+    return OneQueryPlan(index, kind, length, asked, asked < complete, parameters, pairwise_program(index.d))

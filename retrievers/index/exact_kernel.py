@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from retrievers.numba_jit import jit_enabled
 
-__all__ = ["ASK_AGAIN", "NUMPY", "exact_top", "pairwise_program"]
+__all__ = ["ASK_AGAIN", "NO_SCORES", "NUMPY", "checked_top", "exact_top", "pairwise_program"]
 
 Float32Array = npt.NDArray[np.float32]
 IndexArray = npt.NDArray[np.int64]
@@ -371,8 +371,9 @@ NUMPY = "numpy"
 #: what :func:`exact_top` answers when every candidate lies within the band and ``check_gap`` is set
 ASK_AGAIN = "ask again"
 
-_NO_SCORES = np.empty(0, dtype=np.float32)
-_NO_SCORES.flags.writeable = False
+#: ``ranked`` when there are no faiss scores to cut on (read-only)
+NO_SCORES = np.empty(0, dtype=np.float32)
+NO_SCORES.flags.writeable = False
 
 
 def exact_top(
@@ -397,7 +398,7 @@ def exact_top(
     compiled function does not take (C-contiguous float32 ``(n, dim)`` vectors and ``(dim,)``
     query and ranked scores, int64 labels), a row outside ``vectors`` or a score that is not
     finite."""
-    scores = _NO_SCORES if ranked is None else ranked
+    scores = NO_SCORES if ranked is None else ranked
     if not (
         vectors.ndim == 2
         and query.shape == (vectors.shape[1],)  # (the compiled code reads them unchecked)
@@ -405,12 +406,38 @@ def exact_top(
         and length > 0
     ):
         return NUMPY
+    return checked_top(
+        vectors,
+        query,
+        labels,
+        scores,
+        band,
+        band_factor,
+        check_gap,
+        pairwise_program(vectors.shape[1]),
+        length,
+    )
+
+
+def checked_top(
+    vectors: Float32Array,
+    query: Float32Array,
+    labels: IndexArray,
+    ranked: Float32Array,
+    band: float,
+    band_factor: float,
+    check_gap: bool,
+    program: IndexArray,
+    length: int,
+) -> tuple[Float32Array, IndexArray] | str:
+    """:func:`exact_top` once its shapes are known to hold (``query`` ``(dim,)`` of ``vectors``'
+    ``(n, dim)``, ``ranked`` empty or the shape of ``labels``, ``length`` >= 1; ``program``:
+    ``pairwise_program(dim)``), as the one-query path's plan knows them: the call alone."""
     top_scores = np.empty(length, dtype=np.float32)
     top_rows = np.empty(length, dtype=np.int64)
-    program = pairwise_program(vectors.shape[1])
     try:  # numba checks the dtypes, dimensions and C order against the signature
         kept = _compiled()(
-            vectors, query, labels, scores, band, band_factor, check_gap, program, top_scores, top_rows
+            vectors, query, labels, ranked, band, band_factor, check_gap, program, top_scores, top_rows
         )
     except TypeError:
         return NUMPY
