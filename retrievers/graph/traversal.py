@@ -155,7 +155,7 @@ class Walker:
         return EdgeContext(
             src=doc_ids[from_row],
             dst=doc_ids[to_row],
-            # .item: one element without np.memmap's Python-level __getitem__ (a loaded store)
+            # .item: one element as a Python scalar, without making a numpy scalar first
             relation=edges.relation_names[int(edges.relation.item(edge_id))],
             weight=float(edges.weight.item(edge_id)),
             hop=hop,
