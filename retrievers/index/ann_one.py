@@ -2,19 +2,23 @@
 steps of its general search for the common case (one C-contiguous float32 vector, no mask, ``k``
 below the index's size, a faiss index), without the batch's arrays and calls.
 
-What a search of one ``(k, knobs)`` needs (the candidates to ask for, faiss's search parameters)
-is worked out once, when its knobs are checked, and kept as a :class:`OneQueryPlan`; a query
-then costs faiss's search (into arrays its thread allocated once) and one compiled call
-(:func:`~retrievers.index.exact_kernel.exact_top`) that scores exactly the rows within the band
-(IVF-PQ: every candidate, whose quantised scores cannot be cut on) and keeps the top.
+What a search of one ``(k, knobs)`` needs (the candidates to ask for, faiss's search parameters,
+the rescoring's pairwise program) is worked out once, when its knobs are checked, and kept as a
+:class:`OneQueryPlan`; a query then costs faiss's search (into arrays its thread allocated once)
+and one compiled call (:func:`~retrievers.index.exact_kernel.checked_top`, the plan's shapes
+standing for ``exact_top``'s checks) that works out the query's rounding band, scores exactly
+the rows within it (IVF-PQ: every candidate, whose quantised scores cannot be cut on) and keeps
+the top.
 
 Its result is the general path's, bit for bit (tests/test_speed_one_query.py,
 tests/test_speed_one_plan.py): the same faiss search on one OpenMP thread (one query never gets
-more, :meth:`FaissVectorIndex.omp_threads`), the same candidates, cut at the same band and
-rescored by :func:`~retrievers.index.rescore.one_top`; IVF-PQ's candidates all rescored, which is
-what the general path's float32 heap and band cut amount to. Where the general path would ask
-faiss again (every candidate within the band of the k-th best) or a score is not finite,
-:func:`one_query` answers None and the caller's general path answers instead.
+more, :meth:`FaissVectorIndex.omp_threads`), the same candidates, cut at the band and rescored as
+:func:`~retrievers.index.rescore.one_top` does; IVF-PQ's candidates all rescored, which is what
+the general path's float32 heap and band cut amount to. (The band's norm is summed in another
+order than ``one_band``'s, far inside its 1e-6 slack: a candidate it could keep or drop cannot
+reach the top either way.) Where the general path would ask faiss again (every candidate within
+the band of the k-th best), a score is not finite or a query value is NaN or infinite,
+:func:`one_query` answers None and the caller's general path answers (or refuses) instead.
 """
 
 from __future__ import annotations
