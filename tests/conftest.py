@@ -158,28 +158,47 @@ has each of its tests sent to the next free pytest-xdist worker; every other fil
 one worker (``--dist loadfile``, pyproject addopts: its module fixtures run once)."""
 
 
+FIRST_LINE = re.compile(r"^START_FIRST = True\b", re.MULTILINE)
+"""A test file with this line at its top level takes minutes on one worker (the tuned presets'
+real-model child, the Ray cluster's): it is sent to a worker before every other file, so that
+the run does not end with one worker still on it and the others idle."""
+
+
 @cache
-def _spreads(file: str) -> bool:
-    """Whether the test file ``file`` (relative to the repository) sets ``SPREAD_OVER_WORKERS``
+def _file_sets(file: str, line: re.Pattern[str]) -> bool:
+    """Whether the test file ``file`` (relative to the repository) has ``line`` at its top level
     (read as text: the controller that schedules never imports a test module)."""
     path = REPO_ROOT / file
-    return path.is_file() and SPREAD_LINE.search(path.read_text(encoding="utf-8")) is not None
+    return path.is_file() and line.search(path.read_text(encoding="utf-8")) is not None
+
+
+def _spreads(file: str) -> bool:
+    return _file_sets(file, SPREAD_LINE)
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown to pytest without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, except that the tests of a file that sets ``SPREAD_OVER_WORKERS``
     are scheduled one by one: the longest file (the documentation's blocks) no longer runs on
-    one worker while the others wait. Scopes with the most tests go first (xdist's reordering),
-    so the spread single tests fill the end of the run."""
+    one worker while the others wait. Files that set ``START_FIRST`` go first, then the scopes
+    with the most tests (xdist's reordering), so the spread single tests fill the end of the run."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class SpreadingLoadFile(LoadFileScheduling):  # type: ignore[misc]
+        _first_moved = False
+
         def _split_scope(self, nodeid: str) -> str:
             file = nodeid.split("::", 1)[0]
             return nodeid if _spreads(file) else file
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._first_moved:  # the work queue is complete when the first unit is sent
+                self._first_moved = True
+                for scope in [scope for scope in self.workqueue if _file_sets(scope, FIRST_LINE)][::-1]:
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return SpreadingLoadFile(config, log)
 
@@ -417,11 +436,90 @@ def run_module(
     return run_python(["-m", module, *args], env=child_environment(env, drop=drop), cwd=cwd, timeout=timeout)
 
 
+#: the ``args[0]`` of what :func:`cli_in_this_process` returns (a child's is ``sys.executable``)
+IN_THIS_PROCESS = "viking_eval.cli.main (in this process)"
+#: a command that chooses a launcher runs in a child (:func:`run_cli`): joblib's and submitit's
+#: worker processes and Ray's client must not outlive the command inside the test worker
+LAUNCHER_CHOICE = "hydra/launcher="
+
+
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600, fresh_process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m viking_eval ARGS`` through :func:`run_module`."""
-    return run_module("viking_eval", *args, env=env, timeout=timeout)
+    """``python -m viking_eval ARGS`` as a user runs it: ``viking_eval.cli.main`` with that command
+    line, in the environment and folder a child would get (:func:`child_environment`, the
+    repository root), its output captured, its exit status returned as a child's would be. It
+    runs in this process (:func:`cli_in_this_process`: no interpreter start-up and no second
+    import of Hydra, SciPy, matplotlib and the retrievers, about 2.5 s a command), unless
+    ``fresh_process`` (a test of what a new process imports or of the process itself); launchers
+    that start processes (joblib, submitit, Ray) still start them."""
+    if fresh_process or any(arg.startswith(LAUNCHER_CHOICE) for arg in args):
+        return run_module("viking_eval", *args, env=env, timeout=timeout)
+    return cli_in_this_process(list(args), env=child_environment(env))
+
+
+def cli_in_this_process(argv: list[str], *, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``viking_eval.cli.main`` run with ``argv`` in this process as a child process would run it:
+    ``os.environ`` exactly ``env``, the working folder the repository root, ``sys.argv`` as
+    ``python -m viking_eval`` sets it, stdout and stderr captured (not a terminal, as a pipe is
+    not), the in-process cache memo empty; every one of these, the root logger's handlers and
+    level, the libraries' quiet filters and the warning filters are put back afterwards. The exit
+    status is the one the interpreter would exit with (``SystemExit``'s code; a string is printed
+    to stderr and exits 1; an uncaught exception prints its traceback and exits 1)."""
+    import contextlib
+    import io
+    import logging
+    import traceback
+    import warnings
+
+    from viking_eval import cli, progress
+    from viking_eval.run.cache import clear_memo
+
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    root = logging.getLogger()
+    saved_root = (root.handlers[:], root.level)
+    saved_quiet = dict(progress._LEVELS_BEFORE), {
+        name: (logging.getLogger(name).level, logging.getLogger(name).filters[:]) for name in progress.NOISY_LOGGERS
+    }
+    out, err = io.StringIO(), io.StringIO()
+    code: int
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(REPO_ROOT)
+        sys.argv = [str(REPO_ROOT / "viking_eval" / "__main__.py"), *argv]
+        clear_memo()
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status: object = cli.main()
+            except SystemExit as stop:
+                status = stop.code
+            except Exception:
+                traceback.print_exc()
+                status = 1
+            if status is None:
+                code = 0
+            elif isinstance(status, int):
+                code = status
+            else:
+                print(status, file=sys.stderr)
+                code = 1
+    finally:
+        clear_memo()
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        sys.argv = saved_argv
+        for handler in set(root.handlers) - set(saved_root[0]):  # Hydra's job log file
+            handler.close()
+        root.handlers[:] = saved_root[0]
+        root.setLevel(saved_root[1])
+        progress._LEVELS_BEFORE.clear()  # what cli.main's quiet_libraries() recorded
+        progress._LEVELS_BEFORE.update(saved_quiet[0])
+        for name, (level, filters) in saved_quiet[1].items():
+            logging.getLogger(name).setLevel(level)
+            logging.getLogger(name).filters[:] = filters
+    return subprocess.CompletedProcess([IN_THIS_PROCESS, *argv], code, out.getvalue(), err.getvalue())
 
 
 def preflight_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

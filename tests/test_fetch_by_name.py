@@ -19,7 +19,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import child_environment, run_python
+from conftest import child_environment, cli_in_this_process, run_python
 from filelock import FileLock
 from http_servers import FileServer, unreachable_url
 
@@ -71,11 +71,10 @@ def _data_home(tmp_path: Path) -> Path:
 def _run(
     tmp_path: Path, mirror: str, *overrides: str, label: str = "run"
 ) -> subprocess.CompletedProcess[str]:
-    return run_python(
-        ["-m", "viking_eval", *overrides, "run.latency.n_queries=0", "run.metrics=[nDCG@10]",
-         f"hydra.run.dir={tmp_path / label}"],
-        cwd=REPO, env=_environment(tmp_path, mirror), timeout=900,
-    )  # fmt: skip
+    return cli_in_this_process(
+        [*overrides, "run.latency.n_queries=0", "run.metrics=[nDCG@10]", f"hydra.run.dir={tmp_path / label}"],
+        env=_environment(tmp_path, mirror),
+    )
 
 
 def _download(tmp_path: Path, mirror: str, name: str) -> subprocess.CompletedProcess[str]:

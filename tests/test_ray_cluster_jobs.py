@@ -23,6 +23,7 @@ from ray_cluster import ROOT, RayCluster, free_port, node_env, start_cluster, st
 pytest.importorskip("ray", reason="the cluster extra (pip install -e '.[cluster]') is not installed")
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_data]
+START_FIRST = True  # tests/conftest.py: the cluster's tests take about two minutes, mostly waiting on it
 
 #: files of a run folder that hold measured times (and the launcher in .hydra); the rest must be
 #: byte-identical between launchers

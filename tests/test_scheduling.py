@@ -1,6 +1,6 @@
 """The test session's scheduling (tests/conftest.py): under ``--dist loadfile`` a file runs whole on
 one pytest-xdist worker, except a file that sets ``SPREAD_OVER_WORKERS = True``, whose tests are
-scheduled one by one."""
+scheduled one by one; a file that sets ``START_FIRST = True`` is sent to a worker before the others."""
 
 from __future__ import annotations
 
@@ -43,3 +43,41 @@ def test_only_a_top_level_true_spreads(tmp_path: Path) -> None:
         ("SPREAD_OVER_WORKERS = Truest\n", False),
     ]:
         assert (conftest.SPREAD_LINE.search(text) is not None) is spreads, text
+
+
+class _Node:
+    """A worker that records the test indexes it is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[int]] = []
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.append(indexes)
+
+
+def test_files_that_start_first_are_sent_before_the_larger_scopes() -> None:
+    scheduler = conftest.pytest_xdist_make_scheduler(_Config("loadfile"), None)
+    scopes = {  # as xdist orders them: most tests first
+        "tests/test_configs.py": ["tests/test_configs.py::a", "tests/test_configs.py::b"],
+        "tests/test_ray_cluster_jobs.py": ["tests/test_ray_cluster_jobs.py::c"],
+        "tests/test_scheduling.py": ["tests/test_scheduling.py::d"],
+        "tests/test_tuned_presets.py": ["tests/test_tuned_presets.py::e"],
+    }
+    collection = [nodeid for nodeids in scopes.values() for nodeid in nodeids]
+    for scope, nodeids in scopes.items():
+        scheduler.workqueue[scope] = dict.fromkeys(nodeids, False)
+    node = _Node()
+    scheduler.registered_collections[node] = collection
+    for _ in scopes:
+        scheduler._assign_work_unit(node)
+    sent = [[collection[index] for index in indexes] for indexes in node.sent]
+    # both files that set START_FIRST, in the queue's order, then the rest in the queue's order
+    assert [nodeids[0].split("::")[0] for nodeids in sent] == [
+        "tests/test_ray_cluster_jobs.py",
+        "tests/test_tuned_presets.py",
+        "tests/test_configs.py",
+        "tests/test_scheduling.py",
+    ]
+    assert sent[2] == scopes["tests/test_configs.py"]  # a file's tests go together
+    assert conftest._file_sets("tests/test_tuned_presets.py", conftest.FIRST_LINE)
+    assert not conftest._file_sets("tests/test_scheduling.py", conftest.FIRST_LINE)  # said only in text

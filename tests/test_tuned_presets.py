@@ -36,6 +36,8 @@ from typing import Any
 import pytest
 import yaml
 
+START_FIRST = True  # tests/conftest.py: the real-model child takes about two minutes
+
 REPO = Path(__file__).resolve().parents[1]
 TUNED = REPO / "experiments" / "tuned"
 SLICES_FILE = Path(__file__).with_name("tuned_preset_slices.json")
