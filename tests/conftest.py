@@ -28,6 +28,7 @@
 
 from __future__ import annotations
 
+import copy
 import mmap
 import os
 import re
@@ -56,6 +57,8 @@ os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 from viking_eval.data import DATA_ENV, data_search_path
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from retrievers import Document
     from retrievers.types import EncodeKind
     from viking_eval.config import Settings
@@ -375,14 +378,24 @@ def shared_data_env(datasets: Path) -> Iterator[Path]:
 # --------------------------------------------------------------------------- helpers for test files
 
 
+#: the configs :func:`compose_settings` composed in this worker, by overrides (``conf/`` does not
+#: change during a session; interpolations such as ``${oc.env:...}`` are resolved by
+#: ``load_settings``, at each call)
+_COMPOSED: dict[tuple[str, ...], DictConfig] = {}
+
+
 def compose_settings(*overrides: str) -> Settings:
     """The harness's settings for ``conf/config.yaml`` with ``overrides`` (Hydra's compose API,
-    as ``python -m viking_eval OVERRIDES`` would compose them)."""
+    as ``python -m viking_eval OVERRIDES`` would compose them). Each distinct list of overrides
+    is composed once per worker; every call loads and validates a copy of it."""
     from viking_eval.config import load_settings
     from viking_eval.config.compose import compose_config, hydra_session
 
-    with hydra_session():
-        return load_settings(compose_config(list(overrides)))
+    composed = _COMPOSED.get(overrides)
+    if composed is None:
+        with hydra_session():
+            composed = _COMPOSED[overrides] = compose_config(list(overrides))
+    return load_settings(copy.deepcopy(composed))
 
 
 def memory_mapped(array: np.ndarray) -> bool:
@@ -478,9 +491,13 @@ def cli_in_this_process(argv: list[str], *, env: dict[str, str]) -> subprocess.C
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
     root = logging.getLogger()
     saved_root = (root.handlers[:], root.level)
-    saved_quiet = dict(progress._LEVELS_BEFORE), {
-        name: (logging.getLogger(name).level, logging.getLogger(name).filters[:]) for name in progress.NOISY_LOGGERS
-    }
+    saved_quiet = (
+        dict(progress._LEVELS_BEFORE),
+        {
+            name: (logging.getLogger(name).level, logging.getLogger(name).filters[:])
+            for name in progress.NOISY_LOGGERS
+        },
+    )
     out, err = io.StringIO(), io.StringIO()
     code: int
     try:
