@@ -464,24 +464,30 @@ def run_cli(
     repository root), its output captured, its exit status returned as a child's would be. It
     runs in this process (:func:`cli_in_this_process`: no interpreter start-up and no second
     import of Hydra, SciPy, matplotlib and the retrievers, about 2.5 s a command), unless
-    ``fresh_process`` (a test of what a new process imports or of the process itself); launchers
-    that start processes (joblib, submitit, Ray) still start them."""
+    ``fresh_process`` (a test of what a new process imports or of the process itself) or the
+    command chooses a launcher (:data:`LAUNCHER_CHOICE`). Either way a command that takes over
+    ``timeout`` seconds raises ``subprocess.TimeoutExpired``."""
     if fresh_process or any(arg.startswith(LAUNCHER_CHOICE) for arg in args):
         return run_module("viking_eval", *args, env=env, timeout=timeout)
-    return cli_in_this_process(list(args), env=child_environment(env))
+    return cli_in_this_process(list(args), env=child_environment(env), timeout=timeout)
 
 
-def cli_in_this_process(argv: list[str], *, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def cli_in_this_process(
+    argv: list[str], *, env: dict[str, str], timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
     """``viking_eval.cli.main`` run with ``argv`` in this process as a child process would run it:
     ``os.environ`` exactly ``env``, the working folder the repository root, ``sys.argv`` as
     ``python -m viking_eval`` sets it, stdout and stderr captured (not a terminal, as a pipe is
     not), the in-process cache memo empty; every one of these, the root logger's handlers and
     level, the libraries' quiet filters and the warning filters are put back afterwards. The exit
     status is the one the interpreter would exit with (``SystemExit``'s code; a string is printed
-    to stderr and exits 1; an uncaught exception prints its traceback and exits 1)."""
+    to stderr and exits 1; an uncaught exception prints its traceback and exits 1). After
+    ``timeout`` seconds (a real-time alarm: tests run on the main thread) the command is stopped
+    with ``subprocess.TimeoutExpired``, as ``subprocess.run`` stops a child."""
     import contextlib
     import io
     import logging
+    import signal
     import traceback
     import warnings
 
@@ -499,6 +505,16 @@ def cli_in_this_process(argv: list[str], *, env: dict[str, str]) -> subprocess.C
         },
     )
     out, err = io.StringIO(), io.StringIO()
+    command = [IN_THIS_PROCESS, *argv]
+
+    class Expired(BaseException):  # not an Exception: neither the app nor Hydra catches it
+        pass
+
+    def expired(signum: int, frame: object) -> None:
+        raise Expired
+
+    saved_alarm = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(timeout)
     code: int
     try:
         os.environ.clear()
@@ -511,6 +527,8 @@ def cli_in_this_process(argv: list[str], *, env: dict[str, str]) -> subprocess.C
                 status: object = cli.main()
             except SystemExit as stop:
                 status = stop.code
+            except Expired:
+                raise subprocess.TimeoutExpired(command, timeout, out.getvalue(), err.getvalue()) from None
             except Exception:
                 traceback.print_exc()
                 status = 1
@@ -522,6 +540,8 @@ def cli_in_this_process(argv: list[str], *, env: dict[str, str]) -> subprocess.C
                 print(status, file=sys.stderr)
                 code = 1
     finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, saved_alarm)
         clear_memo()
         os.environ.clear()
         os.environ.update(saved_env)
@@ -536,7 +556,7 @@ def cli_in_this_process(argv: list[str], *, env: dict[str, str]) -> subprocess.C
         for name, (level, filters) in saved_quiet[1].items():
             logging.getLogger(name).setLevel(level)
             logging.getLogger(name).filters[:] = filters
-    return subprocess.CompletedProcess([IN_THIS_PROCESS, *argv], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
 
 
 def preflight_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

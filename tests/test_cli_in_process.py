@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,14 @@ def test_a_launcher_command_runs_in_a_child(data_env: Path, tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.args[:3] == [sys.executable, "-m", "viking_eval"]
     assert (tmp_path / "sweep" / "0" / "metrics.json").is_file()
+
+
+def test_a_command_over_its_time_is_stopped_as_a_child_would_be(monkeypatch: pytest.MonkeyPatch) -> None:
+    from viking_eval import cli
+
+    cwd = os.getcwd()
+    monkeypatch.setattr(cli, "main", lambda: threading.Event().wait())  # a command that never ends
+    with pytest.raises(subprocess.TimeoutExpired) as stopped:
+        cli_in_this_process(["experiment=smoke"], env=child_environment(), timeout=1)
+    assert stopped.value.timeout == 1 and stopped.value.cmd == [IN_THIS_PROCESS, "experiment=smoke"]
+    assert os.getcwd() == cwd and signal.getsignal(signal.SIGALRM) == signal.SIG_DFL and signal.alarm(0) == 0

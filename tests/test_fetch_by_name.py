@@ -74,6 +74,7 @@ def _run(
     return cli_in_this_process(
         [*overrides, "run.latency.n_queries=0", "run.metrics=[nDCG@10]", f"hydra.run.dir={tmp_path / label}"],
         env=_environment(tmp_path, mirror),
+        timeout=900,
     )
 
 
