@@ -26,7 +26,7 @@ def test_a_run_here_writes_the_files_a_child_process_writes(data_env: Path, tmp_
     assert (here.args[0], child.args[0]) == (IN_THIS_PROCESS, sys.executable)
     for name in ("runs/bm25.trec", "runs/dense.trec", "per_query.csv", "significance.csv"):
         assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "child" / name).read_bytes(), name
-    # the summary table, but for the timings' columns (the run sets no latency: they are '-')
+    # the summary table (the run times nothing: its latency columns are '-') and the report's path
     assert here.stdout.replace(str(tmp_path / "here"), "RUN") == child.stdout.replace(
         str(tmp_path / "child"), "RUN"
     )
