@@ -1,7 +1,8 @@
 """``python -m viking_eval``: exit status 0 / 1 / 2 and one clean line for every bad input
 (issue 12: config and data errors, the gate's overrides; issue 13: one entry per program;
-issue 14: --help). Where the exit status matters the CLI runs in a subprocess; runs are tiny
-(ADI or Medline, TF-IDF, no latency timing unless a gate check needs it)."""
+issue 14: --help). Where the exit status matters the whole command line runs (``run_cli``: in
+this process as a child would, tests/conftest.py; ``fresh_process=True`` where the process itself
+is tested); runs are tiny (ADI or Medline, TF-IDF, no latency timing unless a gate check needs it)."""
 
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ def test_search_space_files_compose_with_their_experiment(search: str, experimen
     assert cfg.sweep.objective == sweeper.objectives[0]  # best.yaml picks by the same value
 
 
-# --- studies end to end (subprocess, ADI) ---------------------------------------------------------
+# --- studies end to end (the whole command line, ADI) ---------------------------------------------
 
 
 @pytest.mark.needs_data
@@ -228,8 +228,8 @@ def test_search_space_files_compose_with_their_experiment(search: str, experimen
 def test_bad_input_stops_before_any_trial(
     data_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], overrides: list[str], message: str
 ) -> None:
-    """Refused by the command line's pre-flight (in this process; tests/test_cli.py runs the real
-    command's pre-flight in a subprocess): one line, exit status 2, no job folder."""
+    """Refused by the command line's pre-flight (called alone; tests/test_cli.py runs the whole
+    command line): one line, exit status 2, no job folder."""
     argv = ["-m", "experiment=smoke", f"hydra.sweep.dir={tmp_path}", "run.latency.n_queries=5", *overrides]
     assert message in preflight_error(capsys, *argv)
     assert _job_dirs(tmp_path) == []
