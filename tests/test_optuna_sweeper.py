@@ -203,7 +203,7 @@ def test_search_space_files_compose_with_their_experiment(search: str, experimen
     assert cfg.sweep.objective == sweeper.objectives[0]  # best.yaml picks by the same value
 
 
-# --- studies end to end (the whole command line, ADI) ----------------------------------------------
+# --- studies end to end (the whole command line, ADI) ---------------------------------------------
 
 
 @pytest.mark.needs_data
