@@ -167,13 +167,16 @@ class TreeIndex:
         nodes: IntArray,
         scores: NodeScores,
         keyword: tuple[LeafKeywordScores, float] | None = None,
-    ) -> None:
+    ) -> FloatArray:
         """Score the ``nodes`` not scored yet: a leaf by its document vector (mixed with its
         normalised BM25 score when ``keyword`` = (keyword scores, weight) is given), a directory
-        by the best of its records."""
-        missing = scores.missing(nodes)
+        by the best of its records. Returns the scores of all ``nodes``, as ``scores.get(nodes)``
+        reads them afterwards (one lookup of the known ones, one of those scored here)."""
+        known = scores.get(nodes)
+        unscored = np.isnan(known)
+        missing = nodes[unscored]
         if missing.size == 0:
-            return
+            return known
         leaf = self.tree.is_leaf[missing]
         leaves = missing[leaf]
         if leaves.size:
@@ -196,6 +199,8 @@ class TreeIndex:
             if has.any():
                 best[has] = np.maximum(best[has], self.record_vectors[second[has]] @ vector)
             scores.set_directories(directories, best.astype(np.float64))
+        known[unscored] = scores.get(missing)
+        return known
 
     def directory_scores(self, vector: npt.NDArray[np.float32], directories: IntArray) -> FloatArray:
         """Scores of ``directories`` row by row (:func:`row_dots`): the best of each one's records."""
@@ -266,9 +271,6 @@ class NodeScores:
         if self._is_leaf[node]:
             return self._leaves.get(node, float("nan"))
         return float(self._directories[self._position[node]])
-
-    def missing(self, nodes: IntArray) -> IntArray:
-        return nodes[np.isnan(self.get(nodes))]
 
     def set_directories(self, directories: IntArray, values: FloatArray) -> None:
         self._directories[self._position[directories]] = values

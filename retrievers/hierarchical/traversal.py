@@ -237,10 +237,15 @@ def traverse(
     # leaf's cosine as it is scored; None keeps the vector scores exactly
     keyword = (index.keyword_scores(query, scope), weight) if weight > 0.0 else None
 
-    def reranked(nodes: list[int]) -> tuple[list[float], str | None]:
+    def reranked(
+        nodes: list[int], vector_scores: list[float] | None = None
+    ) -> tuple[list[float], str | None]:
+        """The rerank outcome of ``nodes``; ``vector_scores``: theirs when the caller has them."""
         if rerank.active and nodes:
             stats.rerank_calls += 1
-        values, reason = rerank(query, nodes, scores.get(np.asarray(nodes, dtype=np.int64)).tolist())
+        if vector_scores is None:
+            vector_scores = scores.get(np.asarray(nodes, dtype=np.int64)).tolist()
+        values, reason = rerank(query, nodes, vector_scores)
         stats.rerank_fallbacks += reason is not None
         return values, reason
 
@@ -328,16 +333,16 @@ def traverse(
         children = tree.children(item.node)
         children = children[in_scope[children]]
         if children.size:
-            index.score_missing(vector, children, scores, keyword)
-            raw = scores.get(children)
+            raw = index.score_missing(vector, children, scores, keyword)
             order = np.lexsort((children, -raw))[:child_limit]
             picked = children[order]
             kids = picked.tolist()
-            kid_scores, kid_fallback = reranked(kids)
+            kid_vector_scores = raw[order].tolist()
+            kid_scores, kid_fallback = reranked(kids, kid_vector_scores)
             path = (*item.path, tree.uris[item.node])
             parent = item.score
             # per child: its vector score (as scored just above) and whether it is a leaf
-            kid_rows = zip(kids, kid_scores, raw[order].tolist(), tree.is_leaf[picked].tolist(), strict=True)
+            kid_rows = zip(kids, kid_scores, kid_vector_scores, tree.is_leaf[picked].tolist(), strict=True)
             for node, child_score, vector_score, is_leaf in kid_rows:
                 # "No parent score" is a root, tested as such; a real 0.0 still propagates.
                 final = child_score if parent is None else alpha * child_score + (1.0 - alpha) * parent
