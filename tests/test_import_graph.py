@@ -35,7 +35,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("viking_eval.run",),  # the one experiment loop
     ("viking_eval.gate", "viking_eval.sweep", "viking_eval.benchmark", "viking_eval.clean"),  # the programs
     ("viking_eval.fuse",),  # fusing run files (a program: reads run files, never runs retrievers)
-    ("viking_eval.growth",),  # quality as the memory grows (a program: stores per step, the loop's evaluation)
+    (
+        "viking_eval.growth",
+    ),  # quality as the memory grows (a program: stores per step, the loop's evaluation)
     ("hydra_plugins",),  # the Optuna sweeper (checks its job folders with viking_eval.sweep)
     ("viking_eval.api",),
     ("viking_eval.cli",),  # maps the command line onto the programs
