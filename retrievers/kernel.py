@@ -399,7 +399,7 @@ class KernelRetriever:
             return []
         # where each kept document came from among the candidates (for its provenance)
         position = {int(row): i for i, row in enumerate(candidates.rows.tolist())}
-        doc_ids = [ids[int(row)] for row in doc_rows.tolist()]
+        doc_ids = ids.take(doc_rows)
         final = scores.tolist()
         fallback: str | None = None
         reranked = self.reranker is not None and not self.reranks_itself

@@ -75,6 +75,9 @@ def test_ids_and_row_index() -> None:
     ids = ["a", "a#0", "b", "caf\u00e9", "\u6587"]  # sorted as Python sorts them
     column = IdColumn.from_strings(ids)
     assert column == ids and list(column) == ids and column[1:3] == ids[1:3]
+    rows = [4, 0, 3, 0, 1]  # any order, repeats: each id as indexing one row gives it
+    assert column.take(np.array(rows)) == column.take(rows) == [column[row] for row in rows]
+    assert column.take([]) == []
     assert "b" in column and "c" not in column
     index = RowIndex(column)
     assert [index[doc_id] for doc_id in ids] == [0, 1, 2, 3, 4]

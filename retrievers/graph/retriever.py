@@ -82,7 +82,7 @@ import numpy.typing as npt
 
 from retrievers.fusion import ranked, reciprocal_rank_fusion
 from retrievers.graph.params import GraphParams
-from retrievers.graph.traversal import Traversal, Walker, empty_stats
+from retrievers.graph.traversal import Traversal, Walker, WalkPath, empty_stats
 from retrievers.index.vectors import Hits
 from retrievers.kernel import Candidates, KernelRetriever
 from retrievers.parents import resolve_parents
@@ -229,6 +229,7 @@ class GraphRetriever(KernelRetriever):
         scores = params.vector_weight * similarity + params.graph_weight * bonus
         chosen = self._select(rows, scores, is_found & ~is_seed & ~is_fill, depth)
         doc_ids = self.store.doc_ids
+        found_paths: dict[int, WalkPath] = {}  # by position in traversal.rows
 
         def provenance(i: int) -> dict[str, Any]:
             index = int(chosen[i])
@@ -248,9 +249,12 @@ class GraphRetriever(KernelRetriever):
                 out["found_by"] = "graph"
                 if params.rescore_reached:
                     out["similarity"] = float(similarity[index])
-            if is_found[index] and traversal.path is not None:
+            if is_found[index] and traversal.paths is not None:
                 position = int(found_at[index])
-                path, origin = traversal.path(position)
+                if not found_paths:  # the paths of every chosen document the walk found, at once
+                    wanted = found_at[chosen][is_found[chosen]]
+                    found_paths.update(zip(wanted.tolist(), traversal.paths(wanted), strict=True))
+                path, origin = found_paths[position]
                 out.update(
                     graph_bonus=float(traversal.bonus[position]),
                     hop=int(traversal.hops[position]),

@@ -12,7 +12,7 @@ bidirectional), the first edge that reaches a document scores it.
 
 Both follow only edges that pass the relation filter and ``min_traversal_score`` and that lead
 to rows inside the retriever's mask (scope and metadata filters); what they found is kept as
-arrays, and paths are rebuilt only for the documents that become results.
+arrays, and paths are rebuilt only for the documents that become results, all of a query's at once.
 """
 
 from __future__ import annotations
@@ -27,13 +27,16 @@ import numpy.typing as npt
 from retrievers.graph.params import GraphParams
 from retrievers.spans import lap, span
 from retrievers.store.edges import EdgeSet
+from retrievers.store.ids import IdColumn
 from retrievers.types import EdgeContext
 
-__all__ = ["Traversal", "Walker", "empty_stats"]
+__all__ = ["Traversal", "WalkPath", "Walker", "empty_stats"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+#: a walk's steps from its origin seed, and that seed's row
+WalkPath = tuple[tuple[EdgeContext, ...], int]
 
 
 def empty_stats(n_seeds: int) -> dict[str, Any]:
@@ -65,13 +68,14 @@ class _Level:
 @dataclass
 class Traversal:
     """What a traversal found: the documents it reached (``rows``, ascending) with their bonus
-    and hop, the query's stats, and ``path(i)``, which rebuilds the path of ``rows[i]`` and names
-    its origin seed (asked only for the documents that make the final list)."""
+    and hop, the query's stats, and ``paths(positions)``, which rebuilds the path of each
+    ``rows[i]`` and names its origin seed row (asked once, for the documents that make the final
+    list)."""
 
     rows: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     bonus: FloatArray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
     hops: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    path: Callable[[int], tuple[tuple[EdgeContext, ...], int]] | None = None
+    paths: Callable[[IntArray], list[WalkPath]] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
 
@@ -149,17 +153,29 @@ class Walker:
             keep &= self.mask[neighbours]
         return positions[keep], edge_ids[keep], neighbours[keep], scanned
 
-    def _context(self, edge_id: int, from_row: int, to_row: int, hop: int) -> EdgeContext:
+    def _contexts(
+        self, edge_ids: IntArray, from_rows: IntArray, to_rows: IntArray, hops: IntArray
+    ) -> list[EdgeContext]:
+        """The steps ``from_rows[i] -> to_rows[i]`` over ``edge_ids[i]`` at ``hops[i]``: each
+        column gathered once, then one EdgeContext a step."""
         edges = self.edges
-        doc_ids = self.doc_ids
-        return EdgeContext(
-            src=doc_ids[from_row],
-            dst=doc_ids[to_row],
-            # .item: one element as a Python scalar, without making a numpy scalar first
-            relation=edges.relation_names[int(edges.relation.item(edge_id))],
-            weight=float(edges.weight.item(edge_id)),
-            hop=hop,
-        )
+        names = edges.relation_names
+        return [
+            EdgeContext(src=src, dst=dst, relation=names[relation], weight=weight, hop=hop)
+            for src, dst, relation, weight, hop in zip(
+                self._ids(from_rows),
+                self._ids(to_rows),
+                np.asarray(edges.relation[edge_ids], dtype=np.int64).tolist(),
+                np.asarray(edges.weight[edge_ids], dtype=np.float64).tolist(),
+                hops.tolist(),
+                strict=True,
+            )
+        ]
+
+    def _ids(self, rows: IntArray) -> list[str]:
+        if isinstance(self.doc_ids, IdColumn):
+            return self.doc_ids.take(rows)
+        return [self.doc_ids[row] for row in rows.tolist()]
 
     # -- propagated: the best path ------------------------------------------------------------
     def _propagate(self, seed_rows: IntArray, seed_scores: FloatArray) -> Traversal:
@@ -253,12 +269,10 @@ class Walker:
             firsts = ranked[np.concatenate(([True], nodes_ranked[1:] != nodes_ranked[:-1]))]
             hops, indices, slots = all_hops[firsts], all_index[firsts], all_slots[firsts]
 
-            def path(position: int) -> tuple[tuple[EdgeContext, ...], int]:
-                return self._walk_back(
-                    levels, int(hops[position]), int(indices[position]), int(slots[position])
-                )
+            def paths(positions: IntArray) -> list[WalkPath]:
+                return self._walk_back(levels, hops[positions], indices[positions], slots[positions])
 
-            traversal = Traversal(rows=all_nodes[firsts], bonus=all_bonus[firsts], hops=hops, path=path)
+            traversal = Traversal(rows=all_nodes[firsts], bonus=all_bonus[firsts], hops=hops, paths=paths)
         reached = (
             np.unique(np.concatenate([level.nodes for level in levels[1:]])) if len(levels) > 1 else None
         )
@@ -273,16 +287,36 @@ class Walker:
         return traversal
 
     def _walk_back(
-        self, levels: list[_Level], hop: int, index: int, slot: int
-    ) -> tuple[tuple[EdgeContext, ...], int]:
-        steps: list[EdgeContext] = []
-        while hop > 0:
-            level = levels[hop]
-            pred, pred_slot = int(level.pred[index, slot]), int(level.pred_slot[index, slot])
-            from_row = int(levels[hop - 1].nodes[pred])
-            steps.append(self._context(int(level.edge[index, slot]), from_row, int(level.nodes[index]), hop))
-            hop, index, slot = hop - 1, pred, pred_slot
-        return tuple(reversed(steps)), int(levels[0].nodes[index])
+        self, levels: list[_Level], hops: IntArray, indices: IntArray, slots: IntArray
+    ) -> list[WalkPath]:
+        """The path of each walk ending in slot ``slots[i]`` of ``levels[hops[i]].nodes[indices[i]]``,
+        followed back along the back-pointers one hop at a time for every walk at once."""
+        hop, index, slot = hops.copy(), indices.copy(), slots.copy()
+        walks: list[IntArray] = []
+        columns: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
+        for level_hop in range(int(hop.max(initial=0)), 0, -1):
+            at = np.flatnonzero(hop == level_hop)  # the walks at this hop (each was one hop further)
+            level = levels[level_hop]
+            here, here_slot = index[at], slot[at]
+            pred = level.pred[here, here_slot]
+            walks.append(at)
+            columns.append(
+                (
+                    level.edge[here, here_slot],
+                    levels[level_hop - 1].nodes[pred],
+                    level.nodes[here],
+                    np.full(at.size, level_hop, dtype=np.int64),
+                )
+            )
+            hop[at] -= 1
+            index[at], slot[at] = pred, level.pred_slot[here, here_slot]
+        steps: list[list[EdgeContext]] = [[] for _ in range(hops.size)]
+        if walks:
+            contexts = self._contexts(*(np.concatenate(parts) for parts in zip(*columns, strict=True)))
+            for walk, context in zip(np.concatenate(walks).tolist(), contexts, strict=True):
+                steps[walk].append(context)  # last hop first
+        origins = levels[0].nodes[index].tolist()  # every walk is back at its seed
+        return [(tuple(reversed(walk)), origin) for walk, origin in zip(steps, origins, strict=True)]
 
     # -- oasis: the first edge, as oasis walks ------------------------------------------------
     def _oasis(self, seed_rows: IntArray) -> Traversal:
@@ -324,14 +358,28 @@ class Walker:
             frontier = discovered
         found_rows = np.asarray(sorted(parent), dtype=np.int64)
 
-        def path(position: int) -> tuple[tuple[EdgeContext, ...], int]:
-            steps: list[EdgeContext] = []
-            current = int(found_rows[position])
-            while current in parent:
-                from_row, edge_id, step_hop, _ = parent[current]
-                steps.append(self._context(edge_id, from_row, current, step_hop))
-                current = from_row
-            return tuple(reversed(steps)), current
+        def paths(positions: IntArray) -> list[WalkPath]:
+            walks: list[int] = []
+            origins: list[int] = []
+            columns: list[tuple[int, int, int, int]] = []  # (edge id, from row, to row, hop)
+            for walk, row in enumerate(found_rows[positions].tolist()):
+                current = row
+                while current in parent:
+                    from_row, edge_id, step_hop, _ = parent[current]
+                    walks.append(walk)
+                    columns.append((edge_id, from_row, current, step_hop))
+                    current = from_row
+                origins.append(current)
+            steps: list[list[EdgeContext]] = [[] for _ in origins]
+            if columns:
+                edge_ids, from_rows, to_rows, step_hops = (
+                    np.asarray(part, dtype=np.int64) for part in zip(*columns, strict=True)
+                )
+                for walk, context in zip(
+                    walks, self._contexts(edge_ids, from_rows, to_rows, step_hops), strict=True
+                ):
+                    steps[walk].append(context)  # last hop first
+            return [(tuple(reversed(walk)), origin) for walk, origin in zip(steps, origins, strict=True)]
 
         stats = empty_stats(seed_rows.size)
         stats.update(
@@ -345,6 +393,6 @@ class Walker:
             rows=found_rows,
             bonus=np.asarray([parent[row][3] for row in found_rows.tolist()], dtype=np.float64),
             hops=np.asarray([parent[row][2] for row in found_rows.tolist()], dtype=np.int64),
-            path=path,
+            paths=paths,
             stats=stats,
         )
