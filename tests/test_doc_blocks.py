@@ -21,8 +21,9 @@ Shell commands, one per line (``\\`` continues a line, ``#`` starts a comment):
 - ``python SCRIPT ARGS``: run (scripts in docs are small and local), exit 0.
 - ``pip install ...``: the README's set-up line, which CI runs.
 
-Python blocks run in a fresh interpreter (exit 0). Blocks that cannot run here are in ``SKIPPED``
-by file and first line, with the reason, and get no test; an entry that matches no block fails.
+Python blocks run in a fresh interpreter (exit 0). Blocks that cannot run here, or that another
+test runs more strictly, are in ``SKIPPED`` by file and first line, with the reason, and get no
+test; an entry that matches no block fails.
 """
 
 from __future__ import annotations

@@ -295,7 +295,7 @@ class Walker:
         walks: list[IntArray] = []
         columns: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
         for level_hop in range(int(hop.max(initial=0)), 0, -1):
-            at = np.flatnonzero(hop == level_hop)  # the walks at this hop (each was one hop further)
+            at = np.flatnonzero(hop == level_hop)  # walks ending here, and those followed back to here
             level = levels[level_hop]
             here, here_slot = index[at], slot[at]
             pred = level.pred[here, here_slot]
