@@ -141,6 +141,32 @@ def test_documents_round_trip_through_a_saved_store(tmp_path: Path) -> None:
     )
 
 
+def test_metadata_mask_is_the_rows_whose_value_reads_the_same_as_a_string(tmp_path: Path) -> None:
+    metadata = [
+        {"conv": "c1"},
+        {"conv": 1},  # a number: "1"
+        {},
+        {"other": "c1", "nested": {"conv": "c1"}},  # the key only below the top level: not a match
+        {"conv": "c1", "\u00e9t\u00e9": True},
+        {"conv": None},  # "None"
+        {"\u00e9t\u00e9": "oui"},
+    ]
+    docs = [Document(f"d{i}", f"text {i}", metadata=data) for i, data in enumerate(metadata)]
+    build_store(docs, None, StoreConfig(timestamps=None)).save(tmp_path / "s")
+    store = ContextStore.load(tmp_path / "s")
+
+    def by_hand(key: str, value: object) -> list[bool]:
+        return [key in doc.metadata and str(doc.metadata[key]) == str(value) for doc in store.documents]
+
+    asks = [("conv", "c1"), ("conv", 1), ("conv", "1"), ("conv", None), ("conv", "c9"), ("nested", "x")]
+    asks += [("\u00e9t\u00e9", True), ("\u00e9t\u00e9", "oui"), ("missing", "c1")]
+    for key, value in asks:  # each key grouped at its first ask; later asks read the groups
+        assert store.metadata_mask(key, value).tolist() == by_hand(key, value), (key, value)
+    view = store.restricted(store.metadata_mask("conv", "c1"))
+    assert view.metadata_mask("conv", 1).tolist() == by_hand("conv", 1)  # over every row, as the store
+    assert by_hand("conv", "c1") == [True, False, False, False, True, False, False]
+
+
 def test_metadata_that_json_cannot_hold_is_refused_naming_the_document() -> None:
     bad = [Document("a", "text", metadata={"when": object()})]
     with pytest.raises(ValueError, match=r"document 'a': metadata: cannot be stored as JSON"):

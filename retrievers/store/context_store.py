@@ -125,6 +125,9 @@ class ContextStore:
         #: seconds per part of the change that made this store (:meth:`add`); empty when built
         self.change_seconds: dict[str, float] = {}
         self._content_key: str | None = None
+        # metadata key -> {value as a string: its rows} (metadata_mask); views share it, as they
+        # share the documents
+        self._metadata_groups: dict[str, dict[str, np.ndarray]] = {}
         # part name -> (folder it lives in, the object): parts save() need not write again
         self._saved: dict[str, tuple[Path, object]] = {}
         # Parent documents (chunking.py). A chunked store's rows are chunks and these are the
@@ -210,19 +213,22 @@ class ContextStore:
         return int(self.embeddings.shape[1])
 
     def metadata_mask(self, key: str, value: Any) -> np.ndarray:
-        """Rows whose ``metadata[key]`` equals ``value`` (compared as strings)."""
-        wanted = str(value)
-        quoted = json.dumps(
-            key, ensure_ascii=False
-        )  # rows whose JSON cannot hold the key are skipped unparsed
-        return np.fromiter(
-            (
-                quoted in text and key in (metadata := decode_metadata(text)) and str(metadata[key]) == wanted
-                for text in self.documents.metadata
-            ),
-            dtype=bool,
-            count=len(self.documents),
-        )
+        """Rows whose ``metadata[key]`` equals ``value`` (compared as strings). The first ask for
+        ``key`` groups every row by its value in one pass over the metadata (a row at a time);
+        later asks (the next conversation, the next retriever over this store or a view of it)
+        read the groups."""
+        groups = self._metadata_groups.get(key)
+        if groups is None:
+            quoted = json.dumps(key, ensure_ascii=False)  # rows whose JSON cannot hold it: unparsed
+            grouped: dict[str, list[int]] = {}
+            for row, text in enumerate(self.documents.metadata):
+                if quoted in text and key in (metadata := decode_metadata(text)):
+                    grouped.setdefault(str(metadata[key]), []).append(row)
+            groups = {name: np.asarray(rows, dtype=np.int64) for name, rows in grouped.items()}
+            self._metadata_groups[key] = groups
+        mask = np.zeros(len(self.documents), dtype=bool)
+        mask[groups.get(str(value), np.empty(0, dtype=np.int64))] = True
+        return mask
 
     def restricted(self, allowed: np.ndarray) -> ContextStore:
         """A view sharing every array whose searches only return rows where ``allowed`` is True
