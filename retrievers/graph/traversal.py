@@ -17,7 +17,7 @@ arrays, and paths are rebuilt only for the documents that become results, all of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +98,7 @@ class Walker:
     edges do not have is refused here, at construction."""
 
     def __init__(
-        self, edges: EdgeSet, params: GraphParams, mask: BoolArray | None, doc_ids: Sequence[str]
+        self, edges: EdgeSet, params: GraphParams, mask: BoolArray | None, doc_ids: IdColumn
     ) -> None:
         self.edges = edges
         self.params = params
@@ -163,19 +163,14 @@ class Walker:
         return [
             EdgeContext(src=src, dst=dst, relation=names[relation], weight=weight, hop=hop)
             for src, dst, relation, weight, hop in zip(
-                self._ids(from_rows),
-                self._ids(to_rows),
+                self.doc_ids.take(from_rows),
+                self.doc_ids.take(to_rows),
                 np.asarray(edges.relation[edge_ids], dtype=np.int64).tolist(),
                 np.asarray(edges.weight[edge_ids], dtype=np.float64).tolist(),
                 hops.tolist(),
                 strict=True,
             )
         ]
-
-    def _ids(self, rows: IntArray) -> list[str]:
-        if isinstance(self.doc_ids, IdColumn):
-            return self.doc_ids.take(rows)
-        return [self.doc_ids[row] for row in rows.tolist()]
 
     # -- propagated: the best path ------------------------------------------------------------
     def _propagate(self, seed_rows: IntArray, seed_scores: FloatArray) -> Traversal:
